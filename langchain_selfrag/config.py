@@ -1,0 +1,81 @@
+"""Runtime knobs of Self-RAG inference (graph context, chain config, CLI flags)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Literal
+
+from .scoring import Weights
+
+RetrievalMode = Literal["adaptive", "always", "never"]
+
+
+class ConfigError(ValueError):
+    """A Self-RAG setting has a value it cannot take."""
+
+
+@dataclass(frozen=True)
+class SelfRAGConfig:
+    """Knobs of one Self-RAG run; defaults are the paper's.
+
+    mode: adaptive (the model decides), always or never retrieve.
+    threshold: delta of the retrieve decision (retrieve iff normalised p([Retrieval]) > delta).
+    k: passages per retrieval.
+    w_rel, w_sup, w_use: weights of IsRel, IsSup, IsUse in the segment score.
+    hard_constraints: drop candidates whose IsSup is [No support / Contradictory].
+    long_form: segment-level beam search instead of one segment per passage.
+    beam_width, max_segments: beam B and depth T of long-form search.
+    max_new_tokens: token budget of one generated segment.
+    step_budget: hard cap on graph steps (LangGraph recursion limit); never an unbounded loop.
+    abstain_isrel, abstain_issup: the bar a retrieved candidate must reach on IsRel and IsSup, or
+      the answer is an abstention (set both to 0 to never abstain).
+    closed_set: aggregate identical answers across passages (options / true-false tasks).
+    """
+
+    mode: RetrievalMode = "adaptive"
+    threshold: float = 0.2
+    k: int = 5
+    w_rel: float = 1.0
+    w_sup: float = 1.0
+    w_use: float = 0.5
+    hard_constraints: bool = False
+    long_form: bool = False
+    beam_width: int = 2
+    max_segments: int = 3
+    max_new_tokens: int = 100
+    step_budget: int = 64
+    abstain_isrel: float = 0.0
+    abstain_issup: float = 0.0
+    closed_set: bool = False
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("adaptive", "always", "never"):
+            raise ConfigError(f"mode must be adaptive, always or never, not {self.mode!r}")
+        for name in ("k", "beam_width", "max_segments", "max_new_tokens", "step_budget"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer, not {value!r}")
+        for name in ("threshold", "abstain_isrel", "abstain_issup"):
+            value = getattr(self, name)
+            if not 0.0 <= float(value) <= 1.0:
+                raise ConfigError(f"{name} must lie in [0, 1], not {value!r}")
+
+    @property
+    def weights(self) -> Weights:
+        return Weights(rel=self.w_rel, sup=self.w_sup, use=self.w_use)
+
+    @classmethod
+    def from_mapping(cls, values: dict[str, Any] | None = None, **overrides: Any) -> SelfRAGConfig:
+        """Build from a dict (unknown keys are an error, naming the key)."""
+        merged = {**(values or {}), **overrides}
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(merged) - known)
+        if unknown:
+            raise ConfigError(f"unknown Self-RAG setting(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return cls(**merged)
+
+    def with_(self, **changes: Any) -> SelfRAGConfig:
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

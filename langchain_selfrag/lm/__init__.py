@@ -1,0 +1,59 @@
+"""Reflection-token model backends behind one protocol, and ``load_reflection_lm``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from .base import Generation, ReflectionLM, ReflectionLMBase, ReflectionLMError, ReflectionPoint
+
+Backend = Literal["auto", "llamacpp", "transformers"]
+
+__all__ = [
+    "Generation",
+    "ReflectionLM",
+    "ReflectionLMBase",
+    "ReflectionLMError",
+    "ReflectionPoint",
+    "load_reflection_lm",
+    "resolve_backend",
+]
+
+
+def resolve_backend(path_or_id: str | os.PathLike, backend: Backend = "auto") -> str:
+    """``llamacpp`` for a ``.gguf`` file (or a folder holding only GGUF weights), else ``transformers``."""
+    if backend not in ("auto", "llamacpp", "transformers"):
+        raise ValueError(f"backend must be auto, llamacpp or transformers, not {backend!r}")
+    if backend != "auto":
+        return backend
+    path = Path(path_or_id)
+    if path.suffix == ".gguf":
+        return "llamacpp"
+    if path.is_dir() and not (path / "config.json").exists() and any(path.glob("*.gguf")):
+        return "llamacpp"
+    return "transformers"
+
+
+def load_reflection_lm(path_or_id: str | os.PathLike, backend: Backend = "auto", **options: Any) -> ReflectionLMBase:
+    """Load a Self-RAG reflection LM, picking the backend from the path unless told.
+
+    Options go to :class:`LlamaCppReflectionLM` or :class:`TransformersReflectionLM`.
+    """
+    chosen = resolve_backend(path_or_id, backend)
+    path = Path(path_or_id)
+    looks_local = path.suffix == ".gguf" or str(path_or_id).startswith((".", "/", "~"))
+    if looks_local and not path.expanduser().exists():
+        raise ReflectionLMError(f"model path does not exist: {path_or_id}")
+    if chosen == "llamacpp":
+        from .llamacpp_lm import LlamaCppReflectionLM
+
+        if path.is_dir():
+            ggufs = sorted(path.glob("*.gguf"))
+            if len(ggufs) != 1:
+                raise ReflectionLMError(f"expected exactly one .gguf file in {path}, found {len(ggufs)}")
+            path = ggufs[0]
+        return LlamaCppReflectionLM(path, **options)
+    from .transformers_lm import TransformersReflectionLM
+
+    return TransformersReflectionLM(path_or_id, **options)

@@ -1,0 +1,273 @@
+"""The reflection-LM protocol shared by every backend, and the logic common to all of them.
+
+A backend only has to answer two batched questions about prompt strings:
+
+* ``candidate_probs``: the probability of each candidate string at the next position
+  (the Retrieve decision, IsRel), and
+* ``generate``: a greedy segment with its cumulative log-prob and the reflection-group
+  probabilities at each position where a reflection token was generated.
+
+Prompts are plain strings, so the same protocol fits a remote engine serving log-probs over HTTP.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+from .. import tokens as T
+
+StopReason = Literal["retrieval", "eos", "length"]
+
+
+class ReflectionLMError(RuntimeError):
+    """A reflection LM could not be loaded or could not answer."""
+
+
+@dataclass
+class ReflectionPoint:
+    """A reflection token generated at ``position`` (index into the generated token ids)."""
+
+    position: int
+    token: str
+    kind: T.Kind
+    probs: dict[str, float]
+
+
+@dataclass
+class Generation:
+    """A greedy segment: raw text (reflection tokens included), ids and critique probabilities."""
+
+    text: str
+    token_ids: list[int]
+    cumulative_logprob: float
+    reflections: list[ReflectionPoint] = field(default_factory=list)
+    first_probs: dict[str, float] = field(default_factory=dict)
+    stop_reason: StopReason = "eos"
+
+    def probs_for(self, kind: T.Kind) -> dict[str, float] | None:
+        """Group probabilities at the last position where a token of ``kind`` was generated."""
+        for point in reversed(self.reflections):
+            if point.kind is kind:
+                return point.probs
+        return None
+
+    @property
+    def answer(self) -> str:
+        """The generated text without reflection tokens or evidence."""
+        return T.strip_reflection_tokens(self.text)
+
+
+@runtime_checkable
+class ReflectionLM(Protocol):
+    """What the Self-RAG graph needs from a model; all methods are batched over prompts."""
+
+    #: True when the 15 reflection tokens are single (special) tokens of the vocabulary.
+    has_reflection_vocab: bool
+
+    def candidate_probs(self, prompts: Sequence[str], candidates: Sequence[str]) -> list[dict[str, float]]:
+        """For each prompt, the probability of each candidate string being generated next."""
+        ...
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        max_new_tokens: int = 100,
+        first_candidates: Sequence[str] = (),
+        stop_at_retrieval: bool = True,
+    ) -> list[Generation]:
+        """Greedy segments, one per prompt, stopping at ``[Retrieval]``, end of sequence or length.
+
+        ``first_candidates`` are scored at the first generated position (IsRel after evidence).
+        """
+        ...
+
+
+class ReflectionLMBase(ABC):
+    """Shared machinery: reflection-token ids, multi-token fallback, group probabilities."""
+
+    has_reflection_vocab: bool = False
+    #: Backends with one KV cache (llama.cpp) handle the prompts of a call one after another.
+    prompt_at_a_time: bool = False
+
+    # -- what a backend provides -------------------------------------------------------------
+    @abstractmethod
+    def tokenize(self, text: str, *, add_bos: bool) -> list[int]:
+        """Token ids of ``text``; reflection-token strings become special ids when they exist."""
+
+    @abstractmethod
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of ``ids``, reflection tokens kept."""
+
+    @abstractmethod
+    def _continuation_logprobs(self, prompt_ids: list[list[int]], continuations: list[list[int]]) -> list[float]:
+        """log p(continuation_i | prompt_i) for paired lists (teacher forcing)."""
+
+    @abstractmethod
+    def _greedy(
+        self, prompt_ids: list[list[int]], max_new_tokens: int, first_ids: list[int], stop_ids: set[int]
+    ) -> list[tuple[list[int], float, list[dict[int, float]], dict[int, float]]]:
+        """Greedy decode. Per prompt: (ids, cumulative logprob, per-position probs, first probs).
+
+        Per-position probs hold, for each generated position whose token is a reflection id,
+        the full-softmax probabilities of that token's whole group (empty dict elsewhere);
+        first probs hold the probabilities of ``first_ids`` at the first position.
+        """
+
+    # -- shared logic ---------------------------------------------------------------------------
+    def _init_reflection_vocab(self) -> None:
+        """Find which reflection tokens are single ids; call once the tokenizer is ready."""
+        ids: dict[str, int] = {}
+        for tok in T.REFLECTION_TOKENS:
+            seq = self.tokenize(tok, add_bos=False)
+            if len(seq) == 1:
+                ids[tok] = seq[0]
+        self.reflection_ids: dict[str, int] = ids
+        self.id_to_reflection: dict[int, str] = {v: k for k, v in ids.items()}
+        self.has_reflection_vocab = len(ids) == len(T.REFLECTION_TOKENS)
+        self.eos_ids: set[int] = set(self._eos_ids())
+
+    def _eos_ids(self) -> Sequence[int]:
+        return ()
+
+    def _encode_prompts(self, prompts: Sequence[str]) -> list[list[int]]:
+        if isinstance(prompts, str):
+            raise TypeError("prompts must be a sequence of strings, not a single string")
+        out = []
+        for p in prompts:
+            if not isinstance(p, str):
+                raise TypeError(f"prompt must be a string, got {type(p).__name__}")
+            out.append(self.tokenize(p, add_bos=True))
+        return out
+
+    def candidate_probs(self, prompts: Sequence[str], candidates: Sequence[str]) -> list[dict[str, float]]:
+        """Probability of each candidate string at the next position, per prompt."""
+        if not prompts:
+            return []
+        prompt_ids = self._encode_prompts(prompts)
+        cand_ids = [self.tokenize(c, add_bos=False) for c in candidates]
+        if any(not c for c in cand_ids):
+            raise ValueError("candidates must be non-empty strings")
+        if all(len(c) == 1 for c in cand_ids):
+            first = [c[0] for c in cand_ids]
+            results = self._first_position_probs(prompt_ids, first)
+            return [{cand: res.get(c[0], 0.0) for cand, c in zip(candidates, cand_ids)} for res in results]
+        pairs_p = [p for p in prompt_ids for _ in cand_ids]
+        pairs_c = [c for _ in prompt_ids for c in cand_ids]
+        logps = self._continuation_logprobs(pairs_p, pairs_c)
+        n = len(cand_ids)
+        return [
+            {cand: math.exp(lp) for cand, lp in zip(candidates, logps[i * n : (i + 1) * n])}
+            for i in range(len(prompt_ids))
+        ]
+
+    def _first_position_probs(self, prompt_ids: list[list[int]], ids: list[int]) -> list[dict[int, float]]:
+        """Full-softmax probability of each single id at the next position (default: via logprobs)."""
+        pairs_p = [p for p in prompt_ids for _ in ids]
+        pairs_c = [[i] for _ in prompt_ids for i in ids]
+        logps = self._continuation_logprobs(pairs_p, pairs_c)
+        n = len(ids)
+        return [{i: math.exp(lp) for i, lp in zip(ids, logps[k * n : (k + 1) * n])} for k in range(len(prompt_ids))]
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        max_new_tokens: int = 100,
+        first_candidates: Sequence[str] = (),
+        stop_at_retrieval: bool = True,
+    ) -> list[Generation]:
+        """Greedy segments with reflection probabilities; see :class:`ReflectionLM`."""
+        if not prompts:
+            return []
+        if max_new_tokens < 1:
+            raise ValueError("max_new_tokens must be at least 1")
+        if self.prompt_at_a_time and len(prompts) > 1:
+            # Keep each prompt's KV cache hot for its candidate scoring and its decoding.
+            return [
+                gen
+                for prompt in prompts
+                for gen in self.generate(
+                    [prompt],
+                    max_new_tokens=max_new_tokens,
+                    first_candidates=first_candidates,
+                    stop_at_retrieval=stop_at_retrieval,
+                )
+            ]
+        prompt_ids = self._encode_prompts(prompts)
+        stop_ids = set(self.eos_ids)
+        if stop_at_retrieval and T.RETRIEVAL in self.reflection_ids:
+            stop_ids.add(self.reflection_ids[T.RETRIEVAL])
+        first_single = {c: self.reflection_ids.get(c) for c in first_candidates}
+        single_ok = all(v is not None for v in first_single.values())
+        first_ids = [v for v in first_single.values() if v is not None] if single_ok else []
+        # Multi-token first candidates are scored before decoding, while the prompt is cached.
+        first_multi = self.candidate_probs(prompts, first_candidates) if first_candidates and not single_ok else None
+        raw = self._greedy(prompt_ids, max_new_tokens, first_ids, stop_ids)
+        gens: list[Generation] = []
+        for index, (ids, cum, per_pos, first) in enumerate(raw):
+            gen = self._build_generation(ids, cum, per_pos, stop_ids, max_new_tokens, stop_at_retrieval)
+            if first_multi is not None:
+                gen.first_probs = first_multi[index]
+            elif first_candidates:
+                gen.first_probs = {c: first.get(first_single[c], 0.0) for c in first_candidates}
+            gens.append(gen)
+        if not self.has_reflection_vocab:
+            self._add_text_reflections(prompts, gens)
+        return gens
+
+    def _build_generation(
+        self,
+        ids: list[int],
+        cum: float,
+        per_pos: list[dict[int, float]],
+        stop_ids: set[int],
+        max_new_tokens: int,
+        stop_at_retrieval: bool,
+    ) -> Generation:
+        reflections = []
+        for pos, (tid, probs) in enumerate(zip(ids, per_pos)):
+            tok = self.id_to_reflection.get(tid)
+            if tok is None or T.KIND_OF[tok] is T.Kind.EVIDENCE:
+                continue
+            named = {self.id_to_reflection[i]: p for i, p in probs.items()}
+            reflections.append(ReflectionPoint(pos, tok, T.KIND_OF[tok], named))
+        visible = [i for i in ids if i not in self.eos_ids]
+        text = self.decode(visible)
+        if ids and ids[-1] in self.eos_ids:
+            reason: StopReason = "eos"
+        elif ids and ids[-1] in stop_ids:
+            reason = "retrieval"
+        elif stop_at_retrieval and not self.has_reflection_vocab and text.rstrip().endswith(T.RETRIEVAL):
+            reason = "retrieval"
+        else:
+            reason = "length" if len(ids) >= max_new_tokens else "eos"
+        return Generation(text, ids, cum, reflections, {}, reason)
+
+    def _add_text_reflections(self, prompts: Sequence[str], gens: list[Generation]) -> None:
+        """Lower-fidelity path for vocabularies without reflection tokens.
+
+        Reflection-token strings found in the generated text are scored by the sequence
+        probability of every token of their group, given the prompt and the text before them.
+        """
+        for prompt, gen in zip(prompts, gens):
+            for offset, tok in T.find_reflection_tokens(gen.text):
+                kind = T.KIND_OF[tok]
+                if kind is T.Kind.EVIDENCE:
+                    continue
+                probs = self.candidate_probs([prompt + gen.text[:offset]], T.GROUPS[kind])[0]
+                gen.reflections.append(ReflectionPoint(-1, tok, kind, probs))
+
+    # -- helpers for backends -------------------------------------------------------------------
+    def _group_ids(self) -> dict[int, list[int]]:
+        """For each reflection id, the ids of its whole group (evidence delimiters excluded)."""
+        out: dict[int, list[int]] = {}
+        for kind in T.CRITIQUE_KINDS:
+            group = [self.reflection_ids[t] for t in T.GROUPS[kind] if t in self.reflection_ids]
+            for i in group:
+                out[i] = group
+        return out

@@ -1,0 +1,204 @@
+"""Reflection LM on Hugging Face transformers: CUDA when present, else CPU; prompts batched."""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .. import tokens as T
+from .base import ReflectionLMBase, ReflectionLMError
+
+
+class TransformersReflectionLM(ReflectionLMBase):
+    """Any causal LM directory, GGUF file or hub id, with an optional PEFT adapter.
+
+    Prompts of one call go through the model as one left-padded batch (split into chunks of
+    ``batch_size``). Only the logits that are needed are computed: the last position while
+    decoding, the candidate positions when scoring continuations.
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike | Any,
+        *,
+        tokenizer: Any | None = None,
+        adapter: str | os.PathLike | None = None,
+        device: str | None = None,
+        dtype: Any | None = None,
+        gguf_file: str | None = None,
+        batch_size: int = 8,
+        local_files_only: bool | None = None,
+    ) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self._torch = torch
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        if dtype is None:
+            dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
+        if isinstance(model, (str, os.PathLike)):
+            path = Path(model)
+            if path.suffix == ".gguf" and path.is_file():
+                gguf_file, model = path.name, str(path.parent)
+            kwargs: dict[str, Any] = {}
+            if gguf_file:
+                kwargs["gguf_file"] = gguf_file
+            if local_files_only is None:
+                local_files_only = Path(str(model)).exists()
+            try:
+                tok = tokenizer or AutoTokenizer.from_pretrained(str(model), local_files_only=local_files_only, **kwargs)
+                net = AutoModelForCausalLM.from_pretrained(
+                    str(model), dtype=dtype, local_files_only=local_files_only, **kwargs
+                )
+            except (OSError, ValueError) as exc:
+                raise ReflectionLMError(f"could not load a causal LM from {model!r}: {exc}") from exc
+        else:
+            if tokenizer is None:
+                raise ValueError("pass tokenizer= together with a model object")
+            net, tok = model, tokenizer
+        if adapter is not None:
+            from peft import PeftModel
+
+            net = PeftModel.from_pretrained(net, str(adapter))
+        self.model = net.to(self.device).eval()
+        self.tokenizer = tok
+        self.batch_size = batch_size
+        self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
+        bos = tok.bos_token_id
+        probe = tok("a", add_special_tokens=True)["input_ids"]
+        self._bos = [bos] if bos is not None and probe[:1] == [bos] else []
+        forward = getattr(self.model, "get_base_model", lambda: self.model)().forward
+        self._keeps_logits = "logits_to_keep" in inspect.signature(forward).parameters
+        self._init_reflection_vocab()
+        self._groups = self._group_ids()
+        self._reflection_list = sorted(self._groups)
+
+    # -- tokenizer -----------------------------------------------------------------------------
+    def tokenize(self, text: str, *, add_bos: bool) -> list[int]:
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return (self._bos if add_bos else []) + list(ids)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=False)
+
+    def _eos_ids(self) -> Sequence[int]:
+        eos = self.tokenizer.eos_token_id
+        extra = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
+        ids = {eos} if eos is not None else set()
+        if isinstance(extra, int):
+            ids.add(extra)
+        elif isinstance(extra, (list, tuple)):
+            ids.update(extra)
+        return sorted(ids)
+
+    # -- model calls ----------------------------------------------------------------------------
+    def _left_pad(self, seqs: list[list[int]]):
+        torch = self._torch
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for row, seq in enumerate(seqs):
+            ids[row, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
+            mask[row, width - len(seq) :] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        return ids.to(self.device), mask.to(self.device), positions.to(self.device)
+
+    def _forward(self, ids, mask, positions, keep: int, past=None):
+        kwargs: dict[str, Any] = {"attention_mask": mask, "position_ids": positions, "use_cache": past is not False}
+        if past not in (None, False):
+            kwargs["past_key_values"] = past
+        if self._keeps_logits:
+            kwargs["logits_to_keep"] = keep
+        out = self.model(input_ids=ids, **kwargs)
+        return out.logits[:, -keep:, :].float(), getattr(out, "past_key_values", None)
+
+    def _continuation_logprobs(self, prompt_ids: list[list[int]], continuations: list[list[int]]) -> list[float]:
+        torch = self._torch
+        results: list[float] = []
+        with torch.inference_mode():
+            for start in range(0, len(prompt_ids), self.batch_size):
+                chunk_p = prompt_ids[start : start + self.batch_size]
+                chunk_c = continuations[start : start + self.batch_size]
+                seqs = [p + c for p, c in zip(chunk_p, chunk_c)]
+                keep = max(len(c) for c in chunk_c) + 1
+                ids, mask, pos = self._left_pad(seqs)
+                logits, _ = self._forward(ids, mask, pos, keep, past=False)
+                for row, cont in enumerate(chunk_c):
+                    m = len(cont)
+                    rows = logits[row, keep - 1 - m : keep - 1]
+                    logp = torch.log_softmax(rows, dim=-1)
+                    target = torch.tensor(cont, device=logp.device)
+                    results.append(float(logp.gather(1, target[:, None]).sum()))
+        return results
+
+    def _first_position_probs(self, prompt_ids: list[list[int]], ids: list[int]) -> list[dict[int, float]]:
+        torch = self._torch
+        out: list[dict[int, float]] = []
+        with torch.inference_mode():
+            for start in range(0, len(prompt_ids), self.batch_size):
+                chunk = prompt_ids[start : start + self.batch_size]
+                tensor_ids, mask, pos = self._left_pad(chunk)
+                logits, _ = self._forward(tensor_ids, mask, pos, 1, past=False)
+                last = logits[:, -1, :]
+                probs = torch.exp(last[:, ids] - torch.logsumexp(last, dim=-1, keepdim=True)).cpu().tolist()
+                out.extend({i: p for i, p in zip(ids, row)} for row in probs)
+        return out
+
+    def _greedy(self, prompt_ids, max_new_tokens, first_ids, stop_ids):
+        results = []
+        for start in range(0, len(prompt_ids), self.batch_size):
+            results.extend(self._greedy_batch(prompt_ids[start : start + self.batch_size], max_new_tokens, first_ids, stop_ids))
+        return results
+
+    def _greedy_batch(self, prompt_ids, max_new_tokens, first_ids, stop_ids):
+        torch = self._torch
+        batch = len(prompt_ids)
+        watch = self._reflection_list
+        watch_t = torch.tensor(watch, device=self.device, dtype=torch.long) if watch else None
+        generated: list[list[int]] = [[] for _ in range(batch)]
+        per_pos: list[list[dict[int, float]]] = [[] for _ in range(batch)]
+        cum = [0.0] * batch
+        first: list[dict[int, float]] = [{} for _ in range(batch)]
+        done = [False] * batch
+        with torch.inference_mode():
+            ids, mask, pos = self._left_pad(prompt_ids)
+            logits, past = self._forward(ids, mask, pos, 1)
+            for step in range(max_new_tokens):
+                last = logits[:, -1, :]
+                lse = torch.logsumexp(last, dim=-1)
+                nxt = last.argmax(dim=-1)
+                chosen = (last.gather(1, nxt[:, None])[:, 0] - lse).cpu().tolist()
+                watched = torch.exp(last[:, watch_t] - lse[:, None]).cpu().tolist() if watch else [[]] * batch
+                if step == 0 and first_ids:
+                    fp = torch.exp(last[:, first_ids] - lse[:, None]).cpu().tolist()
+                    first = [dict(zip(first_ids, row)) for row in fp]
+                nxt_list = nxt.cpu().tolist()
+                for row in range(batch):
+                    if done[row]:
+                        continue
+                    tid = nxt_list[row]
+                    generated[row].append(tid)
+                    cum[row] += chosen[row]
+                    group = self._groups.get(tid)
+                    if group:
+                        lookup = dict(zip(watch, watched[row]))
+                        per_pos[row].append({i: lookup[i] for i in group})
+                    else:
+                        per_pos[row].append({})
+                    if tid in stop_ids or (not self.has_reflection_vocab and self._ends_with_retrieval(generated[row])):
+                        done[row] = True
+                if all(done) or step == max_new_tokens - 1:
+                    break
+                feed = torch.tensor(
+                    [self.pad_id if d else g[-1] for d, g in zip(done, generated)], device=self.device
+                )[:, None]
+                mask = torch.cat([mask, torch.ones((batch, 1), dtype=mask.dtype, device=self.device)], dim=1)
+                pos = pos[:, -1:] + 1
+                logits, past = self._forward(feed, mask, pos, 1, past=past)
+        return [(generated[r], cum[r], per_pos[r], first[r]) for r in range(batch)]
+
+    def _ends_with_retrieval(self, ids: list[int]) -> bool:
+        return self.decode(ids[-8:]).endswith(T.RETRIEVAL)
