@@ -114,3 +114,22 @@ def test_bad_input_is_a_clear_error(lm):
     with pytest.raises(ValueError):
         lm.generate(["x"], max_new_tokens=0)
     assert lm.generate([], max_new_tokens=3) == []
+
+
+def test_peft_adapter_is_applied(tiny_model_dir, tmp_path):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    peft_model = get_peft_model(base, LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    peft_model.save_pretrained(tmp_path / "adapter")
+    plain = load_reflection_lm(tiny_model_dir)
+    adapted = load_reflection_lm(tiny_model_dir, adapter=tmp_path / "adapter")
+    cands = list(T.GROUPS[T.Kind.ISSUP])
+    with_adapter = adapted.candidate_probs(["hello"], cands)[0]
+    ids = torch.tensor([adapted.tokenize("hello", add_bos=True)])
+    with torch.no_grad():
+        ref = torch.softmax(peft_model(input_ids=ids).logits[0, -1].double(), dim=-1)
+    for cand in cands:
+        assert with_adapter[cand] == pytest.approx(float(ref[adapted.reflection_ids[cand]]), rel=1e-4)
+    assert with_adapter != plain.candidate_probs(["hello"], cands)[0]

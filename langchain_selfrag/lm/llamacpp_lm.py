@@ -25,6 +25,18 @@ def _log_softmax_at(logits: np.ndarray, ids: Sequence[int]) -> np.ndarray:
     return logits[list(ids)] - lse
 
 
+def default_threads() -> int:
+    """``$SELFRAG_THREADS``, else half the CPU cores (llama.cpp's own default).
+
+    llama.cpp's threads spin while they wait for each other, so using every core slows to a crawl
+    when other processes compete for them (measured: about 10x on a shared 2-core machine).
+    """
+    env = os.environ.get("SELFRAG_THREADS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
 class LlamaCppReflectionLM(ReflectionLMBase):
     """A GGUF model through llama-cpp-python, greedy decoding in our own loop."""
 
@@ -48,7 +60,7 @@ class LlamaCppReflectionLM(ReflectionLMBase):
         path = Path(model_path)
         if not path.is_file():
             raise ReflectionLMError(f"GGUF file not found: {path}")
-        threads = n_threads or os.cpu_count() or 1
+        threads = n_threads or default_threads()
         try:
             self.llm = Llama(
                 model_path=str(path),

@@ -1,0 +1,1 @@
+"""LangGraph server entry points (see ``langgraph.json``)."""

@@ -1,0 +1,188 @@
+"""The ``selfrag`` command: ``index`` a folder into the embedded store, ``ask`` a question, ``eval``.
+
+    selfrag index docs/ --store .selfrag/store
+    selfrag ask "How does adaptive retrieval work?" --store .selfrag/store [--long] [--json]
+
+Errors the user can fix (bad input, missing store, unknown model) print one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from .config import ConfigError, SelfRAGConfig
+from .errors import SelfRAGError
+
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def _doc_json(doc: Any) -> dict[str, Any]:
+    return {"source": doc.metadata.get("source"), "title": doc.metadata.get("title"), "text": doc.page_content}
+
+
+def result_to_json(out: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """The chain output as JSON-ready data (Documents become {source, title, text})."""
+    return {
+        "answer": out["answer"],
+        "abstained": out["abstained"],
+        "abstain_reason": out["abstain_reason"],
+        "retrieved": out["retrieved"],
+        "retrieve_probability": out["retrieve_probability"],
+        "citations": [_doc_json(d) for d in out["citations"]],
+        "passages": [_doc_json(d) for d in out["passages"]],
+        "trace": out["trace"],
+        **extra,
+    }
+
+
+def _fmt(value: float | None) -> str:
+    return "   -" if value is None else f"{value:4.2f}"
+
+
+def format_result(out: dict[str, Any]) -> str:
+    """Answer, numbered citations and a compact critique table, for the terminal."""
+    lines = []
+    if out["abstained"]:
+        lines.append(f"ABSTAINED: {out['abstain_reason']}")
+    lines.append(out["answer"] or "(no answer)")
+    if out["citations"]:
+        lines.append("")
+        lines.append("Citations:")
+        for n, doc in enumerate(out["citations"], start=1):
+            snippet = " ".join(doc.page_content.split())[:100]
+            lines.append(f"  [{n}] {doc.metadata.get('source', '?')}: {snippet}")
+    p = out["retrieve_probability"]
+    lines.append("")
+    lines.append(f"Retrieval: {'yes' if out['retrieved'] else 'no'}"
+                 + (f" (p(Retrieval) = {p:.2f})" if p is not None else ""))
+    lines.append(" cand  depth  passage  IsRel  IsSup  IsUse   p(y)  score  ")
+    for i, t in enumerate(out["trace"]):
+        flag = "selected" if t["selected"] else ("dropped" if t["dropped"] else "")
+        passage = "-" if t["passage"] is None else str(t["passage"])
+        lines.append(f" {i:>4}  {t.get('depth', 0):>5}  {passage:>7}   {_fmt(t['isrel'])}   {_fmt(t['issup'])}"
+                     f"   {_fmt(t['isuse'])}  {t['seq_prob']:5.2f}  {t['score']:5.2f}  {flag}")
+    return "\n".join(lines)
+
+
+# -- subcommands --------------------------------------------------------------------------------
+def cmd_index(args: argparse.Namespace) -> int:
+    from .retrieval import index_path
+
+    stats = index_path(args.path, args.store, chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap,
+                       progress=not args.quiet)
+    print(f"indexed {stats['files']} file(s) into {stats['chunks']} chunk(s); the store at {args.store} "
+          f"now holds {stats['total']}")
+    return 0
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    values = {
+        "mode": args.mode, "k": args.k, "threshold": args.threshold, "long_form": args.long,
+        "beam_width": args.beam_width, "max_segments": args.max_segments, "max_new_tokens": args.max_new_tokens,
+        "hard_constraints": args.hard_constraints, "abstain_isrel": args.abstain_isrel,
+        "abstain_issup": args.abstain_issup, "closed_set": True if args.option else args.closed_set,
+        "w_rel": args.w_rel, "w_sup": args.w_sup, "w_use": args.w_use, "step_budget": args.step_budget,
+    }
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    from .chain import SelfRAGChain
+    from .graph.context import default_lm, default_model_path
+    from .retrieval import open_store
+
+    config = SelfRAGConfig.from_mapping(_settings(args))
+    store = None if config.mode == "never" else open_store(args.store)
+    model = args.model or default_model_path()
+    if not args.json:
+        print(f"loading {model} ...", file=sys.stderr)
+    lm = default_lm(model)
+    chain = SelfRAGChain(lm, store, config)
+    question: dict[str, Any] = {"question": args.question}
+    if args.instruction:
+        question["instruction"] = args.instruction
+    if args.option:
+        question["options"] = list(args.option)
+    start = time.perf_counter()
+    out = chain.invoke(question)
+    latency = time.perf_counter() - start
+    if args.json:
+        print(json.dumps(result_to_json(out, latency_s=round(latency, 3), model=str(model)), ensure_ascii=False))
+    else:
+        print(format_result(out))
+        print(f"\n({latency:.2f} s)", file=sys.stderr)
+    return 0
+
+
+# -- parser -------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    from .retrieval import DEFAULT_STORE
+
+    parser = argparse.ArgumentParser(prog="selfrag", description="Self-RAG for LangChain: index, ask, eval")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p_index = sub.add_parser("index", help="index .txt/.md/.rst/.jsonl files into the embedded Chroma store")
+    p_index.add_argument("path", help="a file or a folder")
+    p_index.add_argument("--store", default=DEFAULT_STORE, help=f"store folder (default {DEFAULT_STORE})")
+    p_index.add_argument("--chunk-size", type=int, default=800)
+    p_index.add_argument("--chunk-overlap", type=int, default=100)
+    p_index.add_argument("--quiet", action="store_true", help="no progress bar")
+    p_index.set_defaults(func=cmd_index)
+
+    defaults = SelfRAGConfig()
+    p_ask = sub.add_parser("ask", help="answer a question with Self-RAG over the store")
+    p_ask.add_argument("question")
+    p_ask.add_argument("--store", default=DEFAULT_STORE, help=f"store folder (default {DEFAULT_STORE})")
+    p_ask.add_argument("--model", help="Self-RAG GGUF file, HF model folder or hub id (default: bundled model)")
+    p_ask.add_argument("--mode", choices=["adaptive", "always", "never"], help="retrieval mode (default adaptive)")
+    p_ask.add_argument("--long", action="store_true", default=None, help="long form: segment-level beam search")
+    p_ask.add_argument("--json", action="store_true", help="print one JSON object")
+    p_ask.add_argument("--k", type=int, help=f"passages per retrieval (default {defaults.k})")
+    p_ask.add_argument("--threshold", type=float, help=f"retrieval threshold delta (default {defaults.threshold})")
+    p_ask.add_argument("--beam-width", type=int, help=f"long-form beam width (default {defaults.beam_width})")
+    p_ask.add_argument("--max-segments", type=int, help=f"long-form depth (default {defaults.max_segments})")
+    p_ask.add_argument("--max-new-tokens", type=int, help=f"tokens per segment (default {defaults.max_new_tokens})")
+    p_ask.add_argument("--hard-constraints", action="store_true", default=None,
+                       help="drop candidates judged [No support / Contradictory]")
+    p_ask.add_argument("--abstain-isrel", type=float, help="abstain unless a passage reaches this IsRel")
+    p_ask.add_argument("--abstain-issup", type=float, help="abstain unless a passage reaches this IsSup")
+    p_ask.add_argument("--closed-set", action="store_true", default=None, help="aggregate identical answers")
+    p_ask.add_argument("--option", action="append", help="an answer option (repeat; implies --closed-set)")
+    p_ask.add_argument("--instruction", help="task instruction put before the question")
+    p_ask.add_argument("--w-rel", type=float)
+    p_ask.add_argument("--w-sup", type=float)
+    p_ask.add_argument("--w-use", type=float)
+    p_ask.add_argument("--step-budget", type=int)
+    p_ask.set_defaults(func=cmd_ask)
+
+    try:
+        from .evaluation.cli import register
+    except ImportError:
+        register = None
+    if register is not None:
+        register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``selfrag`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (SelfRAGError, ConfigError) as exc:
+        print(f"selfrag: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

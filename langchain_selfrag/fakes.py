@@ -1,0 +1,193 @@
+"""``FakeReflectionLM``: a scripted reflection LM, the test double for Self-RAG graphs.
+
+It implements the reflection-LM protocol (:class:`langchain_selfrag.lm.ReflectionLM`) without a
+network: every probability it reports comes from a script, so each branch of the Self-RAG graph
+can be driven deterministically. Use it in your own tests::
+
+    from langchain_selfrag.fakes import FakeReflectionLM, FakeSegment
+
+    lm = FakeReflectionLM(
+        retrieve=0.9,                                  # p([Retrieval]) at the first position
+        passages={"Paris": FakeSegment("Paris is the capital.", isrel=0.95)},
+        default=FakeSegment("I am not sure.", isrel=0.1, issup="none"),
+        no_retrieval=FakeSegment("Paris.", isuse=4),
+    )
+
+A prompt is matched by its *last* evidence paragraph: the first key of ``passages`` found in that
+paragraph picks the script, else ``default``; prompts without evidence use ``no_retrieval``.
+Like a real model that was never protected, the fake can be fooled: with ``gullible=True``
+(default) a literal ``[Relevant]`` / ``[Irrelevant]`` / IsSup token string inside the evidence
+overrides the script, so tests can prove that the pipeline neutralises passages.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import tokens as T
+from .lm.base import Generation, ReflectionPoint
+
+_SUPPORT = {"full": T.FULLY_SUPPORTED, "partial": T.PARTIALLY_SUPPORTED, "none": T.NO_SUPPORT}
+_EVIDENCE = re.compile(re.escape(T.PARAGRAPH_START) + r"(.*?)" + re.escape(T.PARAGRAPH_END), re.S)
+
+
+@dataclass
+class FakeSegment:
+    """What the fake model generates for one prompt.
+
+    text: the segment text. isrel: p([Relevant]) after evidence (None: the model gives no IsRel
+    probabilities at all). issup: "full" | "partial" | "none", a probability dict over the three
+    IsSup tokens, or None for a segment without an IsSup token. isuse: utility 1..5, a probability
+    dict over the five utility tokens, or None for none. then_retrieve: the segment ends with the
+    model asking for ``[Retrieval]``. logprob: log-probability of every generated token.
+    """
+
+    text: str = "answer"
+    isrel: float | None = 0.9
+    issup: str | dict[str, float] | None = "full"
+    isuse: int | dict[str, float] | None = 5
+    then_retrieve: bool = False
+    logprob: float = -0.1
+    confidence: float = 0.8
+
+    def issup_probs(self) -> dict[str, float] | None:
+        if self.issup is None or isinstance(self.issup, dict):
+            return self.issup
+        return _peaked(T.GROUPS[T.Kind.ISSUP], _SUPPORT[self.issup], self.confidence)
+
+    def isuse_probs(self) -> dict[str, float] | None:
+        if self.isuse is None or isinstance(self.isuse, dict):
+            return self.isuse
+        return _peaked(T.UTILITY, T.UTILITY[self.isuse - 1], self.confidence)
+
+
+def _peaked(group: Sequence[str], top: str, confidence: float) -> dict[str, float]:
+    rest = (1.0 - confidence) / (len(group) - 1)
+    return {tok: (confidence if tok == top else rest) for tok in group}
+
+
+@dataclass(eq=False)
+class FakeReflectionLM:
+    """Scripted reflection LM (see the module docstring). ``calls`` records every call."""
+
+    retrieve: float | Callable[[str], float] = 0.5
+    passages: Mapping[str, FakeSegment] = field(default_factory=dict)
+    default: FakeSegment = field(default_factory=FakeSegment)
+    no_retrieval: FakeSegment = field(default_factory=lambda: FakeSegment("answer without retrieval", isrel=None))
+    gullible: bool = True
+    has_reflection_vocab: bool = True
+    calls: list[tuple[str, Any]] = field(default_factory=list)
+
+    # -- script lookup ---------------------------------------------------------------------------
+    def evidence_of(self, prompt: str) -> str | None:
+        """The last evidence paragraph of ``prompt``, or None."""
+        found = _EVIDENCE.findall(prompt)
+        return found[-1] if found else None
+
+    def script_for(self, prompt: str) -> FakeSegment:
+        """The script for a prompt: by its evidence when it ends with a paragraph, else ``no_retrieval``."""
+        if not prompt.endswith(T.PARAGRAPH_END):
+            return self.no_retrieval
+        return self._by_evidence(self.evidence_of(prompt) or "")
+
+    def _by_evidence(self, evidence: str) -> FakeSegment:
+        for key, seg in self.passages.items():
+            if key in evidence:
+                return seg
+        return self.default
+
+    def _isrel(self, prompt: str) -> float | None:
+        evidence = self.evidence_of(prompt)
+        if evidence is not None and self.gullible:
+            if T.RELEVANT in evidence:
+                return 1.0
+            if T.IRRELEVANT in evidence:
+                return 0.0
+        return self.script_for(prompt).isrel
+
+    def _issup(self, prompt: str, seg: FakeSegment) -> dict[str, float] | None:
+        evidence = self.evidence_of(prompt)
+        if evidence is not None and self.gullible:
+            for tok in T.GROUPS[T.Kind.ISSUP]:
+                if tok in evidence:
+                    return _peaked(T.GROUPS[T.Kind.ISSUP], tok, 1.0)
+        return seg.issup_probs()
+
+    # -- protocol ------------------------------------------------------------------------------
+    def candidate_probs(self, prompts: Sequence[str], candidates: Sequence[str]) -> list[dict[str, float]]:
+        """Scripted probabilities of the candidate strings at the next position."""
+        self.calls.append(("candidate_probs", (list(prompts), list(candidates))))
+        out = []
+        for prompt in prompts:
+            cands = set(candidates)
+            if cands <= set(T.GROUPS[T.Kind.RETRIEVE]):
+                p = self.retrieve(prompt) if callable(self.retrieve) else self.retrieve
+                probs = {T.RETRIEVAL: p, T.NO_RETRIEVAL: 1.0 - p, T.CONTINUE: 0.0}
+            elif cands <= set(T.GROUPS[T.Kind.ISREL]):
+                rel = self._isrel(prompt)
+                probs = {} if rel is None else {T.RELEVANT: rel, T.IRRELEVANT: 1.0 - rel}
+            else:
+                probs = {}
+            out.append({c: probs.get(c, 0.0) for c in candidates})
+        return out
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        max_new_tokens: int = 100,
+        first_candidates: Sequence[str] = (),
+        stop_at_retrieval: bool = True,
+    ) -> list[Generation]:
+        """One scripted segment per prompt, with its reflection points and first probabilities."""
+        self.calls.append(("generate", (list(prompts), tuple(first_candidates), stop_at_retrieval)))
+        return [self._generate_one(p, max_new_tokens, first_candidates, stop_at_retrieval) for p in prompts]
+
+    def _generate_one(self, prompt: str, max_new_tokens: int, first_candidates: Sequence[str], stop: bool) -> Generation:
+        seg = self.script_for(prompt)
+        has_evidence = prompt.endswith(T.PARAGRAPH_END)
+        pieces: list[tuple[str, dict[str, float] | None]] = []
+        rel = self._isrel(prompt) if has_evidence else None
+        if has_evidence and rel is not None:
+            pieces.append((T.RELEVANT if rel >= 0.5 else T.IRRELEVANT, {T.RELEVANT: rel, T.IRRELEVANT: 1 - rel}))
+        pieces.extend((word, None) for word in re.findall(r"\S+\s*", seg.text))
+        sup = self._issup(prompt, seg) if has_evidence else None
+        if sup:
+            pieces.append((max(sup, key=sup.__getitem__), sup))
+        if seg.then_retrieve:
+            pieces.append((T.RETRIEVAL, {T.RETRIEVAL: 0.9, T.NO_RETRIEVAL: 0.05, T.CONTINUE: 0.05}))
+        use = seg.isuse_probs()
+        if use and not (seg.then_retrieve and stop):
+            pieces.append((max(use, key=use.__getitem__), use))
+        reason = "eos"
+        if seg.then_retrieve and stop:
+            cut = next(i for i, (tok, _) in enumerate(pieces) if tok == T.RETRIEVAL) + 1
+            pieces, reason = pieces[:cut], "retrieval"
+        if len(pieces) > max_new_tokens:
+            pieces, reason = pieces[:max_new_tokens], "length"
+        reflections = [
+            ReflectionPoint(i, tok, T.KIND_OF[tok], dict(probs))
+            for i, (tok, probs) in enumerate(pieces)
+            if probs is not None
+        ]
+        first: dict[str, float] = {}
+        if first_candidates:
+            first = self.candidate_probs([prompt], first_candidates)[0]
+            self.calls.pop()
+            if not any(first.values()):
+                first = {}
+        return Generation(
+            text="".join(tok for tok, _ in pieces),
+            token_ids=list(range(len(pieces))),
+            cumulative_logprob=seg.logprob * len(pieces),
+            reflections=reflections,
+            first_probs=first,
+            stop_reason=reason,
+        )
+
+    def calls_of(self, name: str) -> list[Any]:
+        """Arguments of every recorded call to ``name`` (``generate`` or ``candidate_probs``)."""
+        return [args for kind, args in self.calls if kind == name]

@@ -1,0 +1,59 @@
+"""Assemble the Self-RAG ``StateGraph`` from the nodes in :mod:`langchain_selfrag.graph.nodes`.
+
+::
+
+    prepare -> decide_retrieval -(retrieve?)-> retrieve -> generate -> grade_relevance
+            -> grade_support -> grade_utility -> rank -(another long-form round?)-> decide_retrieval
+                                                      \\-> select -(abstain?)-> abstain -> END
+                                                                  \\-> END
+
+The compiled graph takes :class:`InputState`, returns :class:`OutputState`, reads its knobs from
+the run-time context (:class:`SelfRAGContext`) and works as a subgraph of a larger graph. Run it
+with ``config={"recursion_limit": context.config.step_budget}`` (``SelfRAGChain`` does).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.graph import END, START, StateGraph
+
+from . import nodes as N
+from .context import SelfRAGContext
+from .state import InputState, OutputState, SelfRAGState
+
+
+def build_graph(context_schema: type = SelfRAGContext) -> StateGraph:
+    """The uncompiled Self-RAG graph (add nodes or edges before compiling if you like).
+
+    ``context_schema``: :class:`SelfRAGContext` (Python objects) or ``ServerContext`` (JSON, for a
+    LangGraph server); the nodes accept either at run time.
+    """
+    g = StateGraph(SelfRAGState, context_schema=context_schema, input_schema=InputState, output_schema=OutputState)
+    g.add_node("prepare", N.prepare)
+    g.add_node("decide_retrieval", N.decide_retrieval)
+    g.add_node("retrieve", N.retrieve)
+    g.add_node("generate", N.generate)
+    g.add_node("grade_relevance", N.grade_relevance)
+    g.add_node("grade_support", N.grade_support)
+    g.add_node("grade_utility", N.grade_utility)
+    g.add_node("rank", N.rank)
+    g.add_node("select", N.select)
+    g.add_node("abstain", N.abstain)
+    g.add_edge(START, "prepare")
+    g.add_edge("prepare", "decide_retrieval")
+    g.add_conditional_edges("decide_retrieval", N.route_after_decision, ["retrieve", "generate"])
+    g.add_edge("retrieve", "generate")
+    g.add_edge("generate", "grade_relevance")
+    g.add_edge("grade_relevance", "grade_support")
+    g.add_edge("grade_support", "grade_utility")
+    g.add_edge("grade_utility", "rank")
+    g.add_conditional_edges("rank", N.route_after_rank, ["decide_retrieval", "select"])
+    g.add_conditional_edges("select", N.route_after_select, {"abstain": "abstain", "__end__": END})
+    g.add_edge("abstain", END)
+    return g
+
+
+def compile_graph(**compile_kwargs: Any):
+    """The compiled Self-RAG graph (``compile_kwargs`` go to ``StateGraph.compile``, e.g. a checkpointer)."""
+    return build_graph().compile(name="selfrag", **compile_kwargs)

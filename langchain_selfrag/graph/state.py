@@ -1,0 +1,86 @@
+"""Typed state of the Self-RAG graph: what goes in, what comes out, and the working state between.
+
+Candidates, beams and trace entries are plain dicts (JSON-friendly), so the graph also runs under
+a LangGraph checkpointer or server.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+from langchain_core.documents import Document
+from langgraph.managed import RemainingSteps
+
+
+class InputState(TypedDict, total=False):
+    """Input of the graph. ``passages`` given: used instead of the retriever."""
+
+    question: str
+    instruction: str | None
+    options: list[str] | dict[str, str] | None
+    passages: list[Document] | None
+
+
+class OutputState(TypedDict):
+    """The chain output contract (see ``SelfRAGChain``)."""
+
+    answer: str
+    abstained: bool
+    abstain_reason: str | None
+    retrieved: bool
+    retrieve_probability: float | None
+    passages: list[Document]
+    citations: list[Document]
+    trace: list[dict[str, Any]]
+
+
+class Candidate(TypedDict, total=False):
+    """One generated segment candidate with its critique scores (``trace`` holds their public view)."""
+
+    id: int
+    beam: int
+    depth: int
+    passage: int | None
+    prompt: str
+    raw: str
+    text: str
+    n_tokens: int
+    cum_logprob: float
+    first_probs: dict[str, float]
+    issup_probs: dict[str, float] | None
+    isuse_probs: dict[str, float] | None
+    reflections: list[dict[str, Any]]
+    stop_reason: str
+    isrel: float | None
+    issup: float | None
+    isuse: float | None
+    seq_prob: float
+    score: float
+    dropped: bool
+    selected: bool
+
+
+class Beam(TypedDict, total=False):
+    """A partial answer in long-form beam search (short form uses a single beam of depth one)."""
+
+    id: int
+    prefix: str
+    segments: list[Candidate]
+    score_sum: float
+    done: bool
+    need_retrieval: bool
+    evidence: list[int]
+    last_stop: str | None
+
+
+class SelfRAGState(InputState, OutputState, total=False):
+    """The working state: the input, the output, and the search in between."""
+
+    prompt: str
+    given_passages: list[Document] | None
+    beams: list[Beam]
+    candidates: list[Candidate]
+    depth: int
+    retrieval_attempted: bool
+    pending_abstain: str | None
+    remaining_steps: RemainingSteps
