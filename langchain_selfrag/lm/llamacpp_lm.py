@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from .. import tokens as T
 from .base import ReflectionLMBase, ReflectionLMError
 
 
@@ -39,8 +38,6 @@ def default_threads() -> int:
 
 class LlamaCppReflectionLM(ReflectionLMBase):
     """A GGUF model through llama-cpp-python, greedy decoding in our own loop."""
-
-    prompt_at_a_time = True
 
     def __init__(
         self,
@@ -139,49 +136,46 @@ class LlamaCppReflectionLM(ReflectionLMBase):
         return logits
 
     # -- protocol primitives --------------------------------------------------------------------
+    def _continuation_logprob(self, prompt: list[int], first_logits: np.ndarray, cont: list[int]) -> float:
+        """log p(cont | prompt) given the prompt's next-position logits; leaves the KV at the prompt."""
+        total = float(_log_softmax_at(first_logits, [cont[0]])[0])
+        if len(cont) > 1:
+            rows = self._decode(cont[:-1], every_position=True)
+            total += sum(float(_log_softmax_at(row, [tid])[0]) for row, tid in zip(rows, cont[1:]))
+            self.llm.n_tokens = len(prompt)
+        return total
+
     def _continuation_logprobs(self, prompt_ids: list[list[int]], continuations: list[list[int]]) -> list[float]:
-        out: list[float] = []
-        for prompt, cont in zip(prompt_ids, continuations):
-            first = self._prompt_logits(prompt)
-            total = float(_log_softmax_at(first, [cont[0]])[0])
-            if len(cont) > 1:
-                rows = self._decode(cont[:-1], every_position=True)
-                total += sum(float(_log_softmax_at(row, [tid])[0]) for row, tid in zip(rows, cont[1:]))
-                self.llm.n_tokens = len(prompt)
-            out.append(total)
-        return out
+        return [
+            self._continuation_logprob(prompt, self._prompt_logits(prompt), cont)
+            for prompt, cont in zip(prompt_ids, continuations)
+        ]
 
     def _first_position_probs(self, prompt_ids: list[list[int]], ids: list[int]) -> list[dict[int, float]]:
         return [dict(zip(ids, np.exp(_log_softmax_at(self._prompt_logits(p), ids)).tolist())) for p in prompt_ids]
 
-    def _greedy(self, prompt_ids, max_new_tokens, first_ids, stop_ids):
+    def _greedy(self, prompt_ids, max_new_tokens, first_seqs, stop):
         results = []
         for prompt in prompt_ids:
             logits = self._prompt_logits(prompt)
+            first = [self._continuation_logprob(prompt, logits, seq) for seq in first_seqs]
             generated: list[int] = []
             per_pos: list[dict[int, float]] = []
-            first: dict[int, float] = {}
             cum = 0.0
             for step in range(max_new_tokens):
                 top = float(logits.max())
                 lse = top + float(np.log(np.exp(logits - top).sum()))
                 tid = int(logits.argmax())
                 cum += float(logits[tid]) - lse
-                if step == 0 and first_ids:
-                    first = dict(zip(first_ids, np.exp(logits[first_ids] - lse).tolist()))
                 group = self._groups.get(tid)
                 per_pos.append(dict(zip(group, np.exp(logits[group] - lse).tolist())) if group else {})
                 generated.append(tid)
-                if tid in stop_ids or (not self.has_reflection_vocab and self._ends_with_retrieval(generated)):
+                if stop(generated) or step == max_new_tokens - 1:
                     break
-                if step < max_new_tokens - 1:
-                    logits = self._decode([tid])[0]
+                logits = self._decode([tid])[0]
             self._last_logits = None
             results.append((generated, cum, per_pos, first))
         return results
-
-    def _ends_with_retrieval(self, ids: list[int]) -> bool:
-        return self.decode(ids[-8:]).endswith(T.RETRIEVAL)
 
     def close(self) -> None:
         """Free the llama.cpp context."""

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import inspect
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import tokens as T
 from .base import ReflectionLMBase, ReflectionLMError
 
 
@@ -147,13 +147,35 @@ class TransformersReflectionLM(ReflectionLMBase):
                 out.extend({i: p for i, p in zip(ids, row)} for row in probs)
         return out
 
-    def _greedy(self, prompt_ids, max_new_tokens, first_ids, stop_ids):
+    def _greedy(self, prompt_ids, max_new_tokens, first_seqs, stop):
         results = []
         for start in range(0, len(prompt_ids), self.batch_size):
-            results.extend(self._greedy_batch(prompt_ids[start : start + self.batch_size], max_new_tokens, first_ids, stop_ids))
+            chunk = prompt_ids[start : start + self.batch_size]
+            results.extend(self._greedy_batch(chunk, max_new_tokens, first_seqs, stop))
         return results
 
-    def _greedy_batch(self, prompt_ids, max_new_tokens, first_ids, stop_ids):
+    def _first_logprobs(self, last, past, mask, pos, first_seqs) -> list[list[float]]:
+        """log p(seq | prompt) per row and candidate, from the prompt's next-position logits and
+        (for multi-token candidates) one short forward on a copy of the prompt's KV cache."""
+        torch = self._torch
+        logp_first = torch.log_softmax(last, dim=-1)
+        columns = []
+        for seq in first_seqs:
+            total = logp_first[:, seq[0]]
+            if len(seq) > 1:
+                batch, m = last.shape[0], len(seq) - 1
+                feed = torch.tensor(seq[:-1], device=self.device).expand(batch, m)
+                ext = torch.cat([mask, torch.ones((batch, m), dtype=mask.dtype, device=self.device)], dim=1)
+                steps = pos[:, -1:] + torch.arange(1, m + 1, device=self.device)
+                logits, _ = self._forward(feed, ext, steps, m, past=copy.deepcopy(past))
+                target = torch.tensor(seq[1:], device=self.device).expand(batch, m)
+                total = total + torch.log_softmax(logits, dim=-1).gather(2, target[..., None])[..., 0].sum(-1)
+            columns.append(total)
+        if not columns:
+            return [[] for _ in range(last.shape[0])]
+        return torch.stack(columns, dim=1).cpu().tolist()
+
+    def _greedy_batch(self, prompt_ids, max_new_tokens, first_seqs, stop):
         torch = self._torch
         batch = len(prompt_ids)
         watch = self._reflection_list
@@ -161,20 +183,17 @@ class TransformersReflectionLM(ReflectionLMBase):
         generated: list[list[int]] = [[] for _ in range(batch)]
         per_pos: list[list[dict[int, float]]] = [[] for _ in range(batch)]
         cum = [0.0] * batch
-        first: list[dict[int, float]] = [{} for _ in range(batch)]
         done = [False] * batch
         with torch.inference_mode():
             ids, mask, pos = self._left_pad(prompt_ids)
             logits, past = self._forward(ids, mask, pos, 1)
+            first = self._first_logprobs(logits[:, -1, :], past, mask, pos, first_seqs)
             for step in range(max_new_tokens):
                 last = logits[:, -1, :]
                 lse = torch.logsumexp(last, dim=-1)
                 nxt = last.argmax(dim=-1)
                 chosen = (last.gather(1, nxt[:, None])[:, 0] - lse).cpu().tolist()
                 watched = torch.exp(last[:, watch_t] - lse[:, None]).cpu().tolist() if watch else [[]] * batch
-                if step == 0 and first_ids:
-                    fp = torch.exp(last[:, first_ids] - lse[:, None]).cpu().tolist()
-                    first = [dict(zip(first_ids, row)) for row in fp]
                 nxt_list = nxt.cpu().tolist()
                 for row in range(batch):
                     if done[row]:
@@ -188,7 +207,7 @@ class TransformersReflectionLM(ReflectionLMBase):
                         per_pos[row].append({i: lookup[i] for i in group})
                     else:
                         per_pos[row].append({})
-                    if tid in stop_ids or (not self.has_reflection_vocab and self._ends_with_retrieval(generated[row])):
+                    if stop(generated[row]):
                         done[row] = True
                 if all(done) or step == max_new_tokens - 1:
                     break
@@ -199,6 +218,3 @@ class TransformersReflectionLM(ReflectionLMBase):
                 pos = pos[:, -1:] + 1
                 logits, past = self._forward(feed, mask, pos, 1, past=past)
         return [(generated[r], cum[r], per_pos[r], first[r]) for r in range(batch)]
-
-    def _ends_with_retrieval(self, ids: list[int]) -> bool:
-        return self.decode(ids[-8:]).endswith(T.RETRIEVAL)
