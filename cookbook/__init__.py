@@ -1,0 +1,1 @@
+"""Runnable recipes (``python -m cookbook.<recipe>.<step>``); see ``cookbook/README.md``."""

