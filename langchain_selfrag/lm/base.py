@@ -106,6 +106,10 @@ class ReflectionLMBase(ABC):
         """log p(continuation_i | prompt_i) for paired lists (teacher forcing)."""
 
     @abstractmethod
+    def _first_position_probs(self, prompt_ids: list[list[int]], ids: list[int]) -> list[dict[int, float]]:
+        """Full-softmax probability of each single id at the next position, per prompt."""
+
+    @abstractmethod
     def _greedy(
         self,
         prompt_ids: list[list[int]],
@@ -167,14 +171,6 @@ class ReflectionLMBase(ABC):
             {cand: math.exp(lp) for cand, lp in zip(candidates, logps[i * n : (i + 1) * n])}
             for i in range(len(prompt_ids))
         ]
-
-    def _first_position_probs(self, prompt_ids: list[list[int]], ids: list[int]) -> list[dict[int, float]]:
-        """Full-softmax probability of each single id at the next position (default: via logprobs)."""
-        pairs_p = [p for p in prompt_ids for _ in ids]
-        pairs_c = [[i] for _ in prompt_ids for i in ids]
-        logps = self._continuation_logprobs(pairs_p, pairs_c)
-        n = len(ids)
-        return [{i: math.exp(lp) for i, lp in zip(ids, logps[k * n : (k + 1) * n])} for k in range(len(prompt_ids))]
 
     def generate(
         self,
