@@ -12,7 +12,6 @@ import contextvars
 import functools
 import hashlib
 import importlib.util
-import json
 import os
 import queue
 import threading
@@ -26,6 +25,7 @@ from langchain_core.runnables import Runnable
 from langchain_core.vectorstores import VectorStore
 
 from .errors import EmptyStoreError, NoDocumentsError, RetrieverError, RetrieverTimeoutError, StoreError
+from .jsonl import iter_jsonl
 
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
@@ -87,25 +87,19 @@ def iter_files(path: str | os.PathLike) -> list[Path]:
 def load_file(path: Path, source: str | None = None) -> list[Document]:
     """Documents of one file: .txt/.md/.rst whole, .jsonl one per line (``text`` / ``title`` fields)."""
     source = source or str(path)
-    try:
-        raw = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise NoDocumentsError(f"cannot read {path}: {exc}") from exc
     if path.suffix.lower() in JSONL_SUFFIXES:
         docs = []
-        for n, line in enumerate(raw.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise NoDocumentsError(f"{path}:{n}: not valid JSON ({exc.msg})") from exc
-            text = row.get("text") or row.get("contents") or row.get("content") if isinstance(row, dict) else None
+        for n, row in iter_jsonl(path, NoDocumentsError, encoding_errors="replace"):
+            text = row.get("text") or row.get("contents") or row.get("content")
             if not isinstance(text, str) or not text.strip():
                 raise NoDocumentsError(f"{path}:{n}: expected an object with a 'text' field")
             title = row.get("title") or f"{path.stem} #{n}"
             docs.append(Document(text, metadata={"source": f"{source}#{n}", "title": str(title)}))
         return docs
+    try:
+        raw = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise NoDocumentsError(f"cannot read {path}: {exc}") from exc
     if not raw.strip():
         return []
     title = _markdown_title(raw, path.stem) if path.suffix.lower() in MARKDOWN_SUFFIXES else path.stem

@@ -14,6 +14,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from langchain_selfrag.jsonl import iter_jsonl
+
 from .text import chunk_sentences, contains_answer, split_sentences
 
 
@@ -88,21 +90,7 @@ def _read_json(path: str | os.PathLike) -> object:
 
 def read_jsonl(path: str | os.PathLike) -> Iterator[dict]:
     """Yield the JSON objects of a JSONL file, with the line number in any error."""
-    try:
-        fh = open(path, encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise DataFormatError(f"file not found: {path}") from exc
-    with fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataFormatError(f"{path}:{n}: invalid JSON: {exc}") from exc
-            if not isinstance(obj, dict):
-                raise DataFormatError(f"{path}:{n}: expected a JSON object")
-            yield obj
+    return (obj for _, obj in iter_jsonl(path, DataFormatError))
 
 
 def write_jsonl(path: str | os.PathLike, rows) -> int:

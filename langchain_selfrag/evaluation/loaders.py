@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..jsonl import iter_jsonl
 from ..prompts import TASK_INSTRUCTIONS
 
 FORMATS = ("auto", "squad", "selfrag-jsonl", "popqa", "arc", "selfaware", "jsonl")
@@ -82,17 +83,7 @@ class Dataset:
 
 def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, record) for every non-blank line; errors name the line."""
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{path}:{lineno}: invalid JSON ({exc.msg} at column {exc.colno})") from None
-            if not isinstance(record, dict):
-                raise DatasetError(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}")
-            yield lineno, record
+    return iter_jsonl(path, DatasetError)
 
 
 def _read_json(path: Path) -> Any:
