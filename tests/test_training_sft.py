@@ -179,10 +179,13 @@ def test_generator_sft_end_to_end_resumes_and_plots(plain_dir, tmp_path):
     assert generator_main([*common, "--max-steps", "2"]) == 0
     meta = json.loads((out / "adapter" / "selfrag_training.json").read_text())
     assert meta["steps"] == 2 and meta["resumed_from"] is None and meta["bf16"] is True
+    assert meta["seconds_total"] == meta["seconds"]
+    first_seconds = meta["seconds"]
     assert (out / "loss_curve.png").stat().st_size > 1000
     assert generator_main([*common, "--max-steps", "3"]) == 0
     meta = json.loads((out / "adapter" / "selfrag_training.json").read_text())
     assert meta["steps"] == 3 and meta["resumed_from"].endswith("checkpoint-2")
+    assert meta["seconds_total"] == pytest.approx(first_seconds + meta["seconds"], abs=0.11)  # both runs' time
     history = json.loads((out / "loss_history.json").read_text())
     assert [s for s, _ in history["train"]] == [1, 2, 3]
     # the adapter holds LoRA weights and only the 15 reflection-token rows, not the whole embedding

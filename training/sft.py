@@ -522,6 +522,7 @@ def train_sft(cfg: SFTRunConfig, *, records: Sequence[Mapping[str, Any]] | None 
     result = trainer.train(resume_from_checkpoint=last)
     seconds = time.time() - start
     adapter_dir = out / "adapter"
+    earlier = _earlier_seconds(adapter_dir) if last else 0.0
     trainer.model.save_pretrained(str(adapter_dir), save_embedding_layers=False)
     tokenizer.save_pretrained(str(adapter_dir))
     tokens_seen = int(sum(len(r) for r in train_ds["input_ids"]) * max(cfg.epochs, 0)) if cfg.max_steps < 0 else int(
@@ -534,6 +535,7 @@ def train_sft(cfg: SFTRunConfig, *, records: Sequence[Mapping[str, Any]] | None 
         "steps": trainer.state.global_step,
         "train_loss": result.training_loss,
         "seconds": round(seconds, 1),
+        "seconds_total": round(earlier + seconds, 1),
         "examples": len(train_ds),
         "dropped_too_long": dropped,
         "tokens_seen_approx": tokens_seen,
@@ -543,6 +545,15 @@ def train_sft(cfg: SFTRunConfig, *, records: Sequence[Mapping[str, Any]] | None 
     (adapter_dir / META_FILE).write_text(json.dumps(meta, indent=1))
     write_loss_curve(trainer.state.log_history, out)
     return SFTResult(out, adapter_dir, trainer.state.global_step, result.training_loss, seconds, tokens_seen, dropped, ids)
+
+
+def _earlier_seconds(adapter_dir: Path) -> float:
+    """Training seconds of the finished run this one resumes (0 when it left no adapter)."""
+    try:
+        meta = json.loads((adapter_dir / META_FILE).read_text())
+    except (OSError, ValueError):
+        return 0.0
+    return float(meta.get("seconds_total", meta.get("seconds", 0.0)))
 
 
 def completion_loss(model, inputs) -> Any:

@@ -92,7 +92,7 @@ def render(folder: str | Path) -> str:
         f"| steps × batch | {_steps(phase1)} | {_steps(gen)} | {_steps(critic_meta)} |",
         f"| examples available / seen | {phase1.get('examples', 'n/a')} / {_seen(phase1)} | {gen.get('examples')} / {_seen(gen)} | {critic_meta.get('examples', 'n/a')} / {_seen(critic_meta)} |",
         f"| learning rate (LoRA / token rows) | {_lr(phase1)} | {_lr(gen)} | {_lr(critic_meta)} |",
-        f"| wall-clock time | {_minutes(phase1.get('seconds'))} | {_minutes(gen.get('seconds'))} | {_minutes(critic_meta.get('seconds'))} |",
+        f"| wall-clock time | {_minutes(_seconds(phase1))} | {_minutes(_seconds(gen))} | {_minutes(_seconds(critic_meta))} |",
         f"| final train loss | {_f(phase1.get('train_loss'))} | {_f(gen.get('train_loss'))} | {_f(critic_meta.get('train_loss'))} |",
         "",
         "Phase 2 continues from the phase-1 adapter (`--init-adapter`) on every train question paired with its gold",
@@ -196,6 +196,11 @@ def _steps(meta: dict) -> str:
 def _lr(meta: dict) -> str:
     cfg = meta.get("config", {})
     return f"{cfg.get('learning_rate', 'n/a')} / {cfg.get('token_learning_rate', 'n/a')}" if cfg else "n/a"
+
+
+def _seconds(meta: dict):
+    """Wall-clock training seconds, summed over resumed runs."""
+    return meta.get("seconds_total", meta.get("seconds"))
 
 
 def _minutes(seconds) -> str:

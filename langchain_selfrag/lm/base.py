@@ -91,6 +91,9 @@ class ReflectionLMBase(ABC):
     """Shared machinery: reflection-token ids, multi-token fallback, group probabilities."""
 
     has_reflection_vocab: bool = False
+    #: True when ``_greedy`` decodes several prompts together (a padded batch); False when it works
+    #: through them one by one, so that ``generate`` can finish each before the next starts.
+    generates_in_batches: bool = True
 
     # -- what a backend provides -------------------------------------------------------------
     @abstractmethod
@@ -200,14 +203,25 @@ class ReflectionLMBase(ABC):
             # Base vocabularies spell [Retrieval] in several tokens: look at the decoded tail.
             return text_stop and self.decode(generated[-8:]).endswith(T.RETRIEVAL)
 
-        gens: list[Generation] = []
-        for ids, cum, per_pos, first in self._greedy(prompt_ids, max_new_tokens, first_seqs, stop):
-            gen = self._build_generation(ids, cum, per_pos, stop_ids, max_new_tokens, stop_at_retrieval)
-            gen.first_probs = {c: math.exp(lp) for c, lp in zip(first_candidates, first)}
-            gens.append(gen)
-        if not self.has_reflection_vocab:
-            self._add_text_reflections(prompts, gens)
-        return gens
+        def finish(raw, prompt_group: Sequence[str]) -> list[Generation]:
+            gens = []
+            for ids, cum, per_pos, first in raw:
+                gen = self._build_generation(ids, cum, per_pos, stop_ids, max_new_tokens, stop_at_retrieval)
+                gen.first_probs = {c: math.exp(lp) for c, lp in zip(first_candidates, first)}
+                gens.append(gen)
+            if not self.has_reflection_vocab:
+                self._add_text_reflections(prompt_group, gens)
+            return gens
+
+        if self.generates_in_batches:
+            return finish(self._greedy(prompt_ids, max_new_tokens, first_seqs, stop), prompts)
+        # One prompt at a time: text reflections are scored while the backend's prefix cache
+        # still holds this prompt and its generation.
+        return [
+            gen
+            for prompt, ids in zip(prompts, prompt_ids)
+            for gen in finish(self._greedy([ids], max_new_tokens, first_seqs, stop), [prompt])
+        ]
 
     def _build_generation(
         self,

@@ -1,13 +1,15 @@
 """Reflection LM on llama.cpp (llama-cpp-python): any GGUF, logits read only where needed.
 
 The model runs without ``logits_all``: each decode asks llama.cpp for the logits of the last
-position only (or of the few candidate positions when scoring a multi-token continuation), and the
-KV cache of the longest common prefix with the previous call is kept, so the K passage prompts of
-one question share the evaluation of their instruction prefix.
+position only, plus those of candidate continuations when a reflection token is spelled in several
+tokens (a base vocabulary). Candidates ride on sequences of their own in the same ``llama_decode``
+call as the prompt, sharing its KV cells. The KV cache of the longest common prefix with the
+previous call is kept, so the K passage prompts of one question share their instruction prefix.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +18,10 @@ from typing import Any
 import numpy as np
 
 from .base import ReflectionLMBase, ReflectionLMError
+
+
+#: llama.cpp's logits depend on where in the KV cache a token's cells sit, modulo 8 cells.
+CELL_ALIGN = 8
 
 
 def _log_softmax_at(logits: np.ndarray, ids: Sequence[int]) -> np.ndarray:
@@ -39,6 +45,8 @@ def default_threads() -> int:
 class LlamaCppReflectionLM(ReflectionLMBase):
     """A GGUF model through llama-cpp-python, greedy decoding in our own loop."""
 
+    generates_in_batches = False
+
     def __init__(
         self,
         model_path: str | os.PathLike,
@@ -46,6 +54,7 @@ class LlamaCppReflectionLM(ReflectionLMBase):
         n_ctx: int = 4096,
         n_threads: int | None = None,
         n_gpu_layers: int = 0,
+        n_seq_max: int = 8,
         verbose: bool = False,
         **llama_kwargs: Any,
     ) -> None:
@@ -75,6 +84,9 @@ class LlamaCppReflectionLM(ReflectionLMBase):
         self.model_path = path
         self.n_vocab = self.llm.n_vocab()
         self._last_logits: tuple[tuple[int, ...], np.ndarray] | None = None
+        self._n_seq = 1
+        if n_seq_max > 1:
+            self._use_multi_sequence_context(n_seq_max)
         self._init_reflection_vocab()
         self._groups = self._group_ids()
 
@@ -91,74 +103,182 @@ class LlamaCppReflectionLM(ReflectionLMBase):
         return [i for i in range(self.n_vocab) if is_eog(vocab, i)]
 
     # -- low-level decoding ---------------------------------------------------------------------
+    def _use_multi_sequence_context(self, n_seq: int) -> None:
+        """Swap in a context with ``n_seq`` sequences over one unified KV cache.
+
+        llama-cpp-python's ``Llama`` gives text generation a single sequence; scoring candidate
+        continuations (``[Relevant]`` vs ``[Irrelevant]`` spelled in several base-vocabulary tokens)
+        on sequences of their own lets them share the prompt's KV cells and ride in the same
+        ``llama_decode`` call as the prompt, instead of one call each.
+        """
+        from llama_cpp import _internals
+
+        llm = self.llm
+        params = type(llm.context_params).from_buffer_copy(llm.context_params)
+        params.n_seq_max = max(1, min(n_seq, self._lib.llama_max_parallel_sequences()))
+        params.kv_unified = True
+        try:
+            ctx = _internals.LlamaContext(model=llm._model, params=params, verbose=llm.verbose)
+        except ValueError:  # pragma: no cover - out of memory for a second context: keep one sequence
+            self._n_seq = 1
+            return
+        old, llm._ctx, llm.context_params = llm._ctx, ctx, params
+        llm._stack.enter_context(contextlib.closing(ctx))
+        old.close()
+        self._n_seq = params.n_seq_max
+
     def _logits_row(self, index: int) -> np.ndarray:
         ptr = self.llm._ctx.get_logits_ith(index)
         return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
 
-    def _decode(self, tokens: Sequence[int], *, every_position: bool = False) -> list[np.ndarray]:
-        """Append ``tokens`` to the context; logits of the last position (or of every one)."""
+    def _check_room(self, n_new: int) -> None:
         llm = self.llm
-        if llm.n_tokens + len(tokens) > llm.n_ctx():
+        if llm.n_tokens + n_new > llm.n_ctx():
             raise ReflectionLMError(
-                f"context overflow: {llm.n_tokens + len(tokens)} tokens exceed n_ctx={llm.n_ctx()}; "
+                f"context overflow: {llm.n_tokens + n_new} tokens exceed n_ctx={llm.n_ctx()}; "
                 "shorten the passages or load the model with a larger n_ctx"
             )
-        llm._ctx.kv_cache_seq_rm(-1, llm.n_tokens, -1)
-        rows: list[np.ndarray] = []
+
+    def _decode(self, tokens: Sequence[int]) -> np.ndarray:
+        """Append ``tokens`` to sequence 0; the logits of the last position."""
+        llm = self.llm
+        self._check_room(len(tokens))
+        llm._ctx.kv_cache_seq_rm(0, llm.n_tokens, -1)
         for start in range(0, len(tokens), llm.n_batch):
             chunk = list(tokens[start : start + llm.n_batch])
-            llm._batch.set_batch(batch=chunk, n_past=llm.n_tokens, logits_all=every_position)
+            llm._batch.set_batch(batch=chunk, n_past=llm.n_tokens, logits_all=False)
             llm._ctx.decode(llm._batch)
             llm.input_ids[llm.n_tokens : llm.n_tokens + len(chunk)] = chunk
             llm.n_tokens += len(chunk)
-            if every_position:
-                rows.extend(self._logits_row(i) for i in range(len(chunk)))
-        return rows if every_position else [self._logits_row(-1)]
+        return self._logits_row(-1)
 
-    def _prompt_logits(self, ids: list[int]) -> np.ndarray:
-        """Next-position logits after ``ids``, re-using the KV cache of the common prefix."""
+    def _decode_entries(self, entries: list[tuple[int, int, tuple[int, ...], bool]]) -> dict[int, np.ndarray]:
+        """Decode (token, position, sequence ids, wants logits) entries in batches of ``n_batch``.
+
+        Returns the logits of the entries that asked for them, by entry index.
+        """
+        llm = self.llm
+        batch = llm._batch.batch
+        rows: dict[int, np.ndarray] = {}
+        for start in range(0, len(entries), llm.n_batch):
+            chunk = entries[start : start + llm.n_batch]
+            batch.n_tokens = len(chunk)
+            for j, (token, pos, seqs, wants) in enumerate(chunk):
+                batch.token[j] = token
+                batch.pos[j] = pos
+                batch.n_seq_id[j] = len(seqs)
+                for k, seq in enumerate(seqs):
+                    batch.seq_id[j][k] = seq
+                batch.logits[j] = wants
+            llm._ctx.decode(llm._batch)
+            rows.update((start + j, self._logits_row(j)) for j, e in enumerate(chunk) if e[3])
+        return rows
+
+    def _score_prompt(self, ids: list[int], continuations: Sequence[list[int]] = ()) -> tuple[np.ndarray, list[float]]:
+        """Next-position logits after ``ids`` and log p(continuation | ids) for each continuation.
+
+        The KV cache of the longest common prefix with the previous call is kept. The uncached tail
+        of the prompt goes on sequence 0 (and on the continuations' sequences too), each
+        continuation on a sequence of its own, all in one ``llama_decode`` call; the continuation
+        sequences are dropped afterwards, so the cache ends holding exactly ``ids`` on sequence 0.
+        """
         if not ids:
             raise ValueError("cannot score an empty prompt")
         key = tuple(ids)
-        if self._last_logits is not None and self._last_logits[0] == key and self.llm.n_tokens == len(ids):
-            return self._last_logits[1]
+        cached_logits = self._last_logits[1] if self._last_logits and self._last_logits[0] == key else None
+        if cached_logits is not None and self.llm.n_tokens == len(ids) and not any(len(c) > 1 for c in continuations):
+            return cached_logits, [float(_log_softmax_at(cached_logits, [c[0]])[0]) for c in continuations]
+        tails = [c[:-1] for c in continuations]
+        if self._n_seq < 2 and any(tails):
+            return self._score_prompt_one_sequence(ids, continuations)
+        max_group = self._n_seq - 1
+        if sum(1 for t in tails if t) > max_group:  # more continuations than sequences: in groups
+            logits, out = self._score_prompt(ids, continuations[:max_group])
+            return logits, out + self._score_prompt(ids, continuations[max_group:])[1]
         llm = self.llm
-        cached = llm.input_ids[: llm.n_tokens]
         common = 0
-        for a, b in zip(cached, ids):
+        for a, b in zip(llm.input_ids[: llm.n_tokens], ids):
             if a != b:
                 break
             common += 1
         common = min(common, len(ids) - 1)
+        seqs = [i + 1 for i, t in enumerate(tails) if t]
         llm.n_tokens = common
-        logits = self._decode(ids[common:])[0]
+        self._check_room(len(ids) - common + max((len(t) for t in tails), default=0))
+        ctx = llm._ctx
+        ctx.kv_cache_seq_rm(0, common, -1)
+        for seq in seqs:
+            ctx.kv_cache_seq_rm(seq, -1, -1)
+            if common:
+                ctx.kv_cache_seq_cp(0, seq, 0, common)
+        shared = (0, *seqs)
+        entries = [(tok, pos, shared, False) for pos, tok in enumerate(ids[common:], start=common)]
+        entries[-1] = (*entries[-1][:3], True)
+        last = len(entries) - 1
+        tail_rows: list[list[int]] = []
+        first_tail = len(entries)
+        for seq, tail in zip(seqs, (t for t in tails if t)):
+            # Each tail starts a multiple of CELL_ALIGN cells after the first, where it would sit
+            # if decoded alone: llama.cpp's results depend on the KV cells' alignment. The padding
+            # continues the tail's own sequence past its last position, so the tail never sees it.
+            if len(entries) > first_tail:
+                pad = -(len(entries) - first_tail) % CELL_ALIGN
+                prev_seq, prev_end = entries[-1][2][0], entries[-1][1]
+                entries += [(entries[-1][0], prev_end + 1 + j, (prev_seq,), False) for j in range(pad)]
+            tail_rows.append(list(range(len(entries), len(entries) + len(tail))))
+            entries += [(tok, len(ids) + j, (seq,), True) for j, tok in enumerate(tail)]
+        try:
+            rows = self._decode_entries(entries)
+        finally:
+            for seq in seqs:
+                ctx.kv_cache_seq_rm(seq, -1, -1)
+        llm.input_ids[common : len(ids)] = ids[common:]
+        llm.n_tokens = len(ids)
+        logits = rows[last]
         self._last_logits = (key, logits)
-        return logits
+        out, rows_of = [], iter(tail_rows)
+        for cont, tail in zip(continuations, tails):
+            total = float(_log_softmax_at(logits, [cont[0]])[0])
+            if tail:
+                total += sum(float(_log_softmax_at(rows[r], [tid])[0]) for r, tid in zip(next(rows_of), cont[1:]))
+            out.append(total)
+        return logits, out
+
+    def _score_prompt_one_sequence(self, ids: list[int], continuations: Sequence[list[int]]) -> tuple[np.ndarray, list[float]]:
+        """:meth:`_score_prompt` on a single-sequence context: one decode per continuation."""
+        logits, _ = self._score_prompt(ids)
+        out = []
+        for cont in continuations:
+            total = float(_log_softmax_at(logits, [cont[0]])[0])
+            if len(cont) > 1:
+                self._check_room(len(cont) - 1)
+                try:
+                    rows = self._decode_entries([(tok, len(ids) + j, (0,), True) for j, tok in enumerate(cont[:-1])])
+                finally:
+                    self.llm._ctx.kv_cache_seq_rm(0, len(ids), -1)
+                total += sum(float(_log_softmax_at(rows[j], [tid])[0]) for j, tid in enumerate(cont[1:]))
+            out.append(total)
+        return logits, out
 
     # -- protocol primitives --------------------------------------------------------------------
-    def _continuation_logprob(self, prompt: list[int], first_logits: np.ndarray, cont: list[int]) -> float:
-        """log p(cont | prompt) given the prompt's next-position logits; leaves the KV at the prompt."""
-        total = float(_log_softmax_at(first_logits, [cont[0]])[0])
-        if len(cont) > 1:
-            rows = self._decode(cont[:-1], every_position=True)
-            total += sum(float(_log_softmax_at(row, [tid])[0]) for row, tid in zip(rows, cont[1:]))
-            self.llm.n_tokens = len(prompt)
-        return total
-
     def _continuation_logprobs(self, prompt_ids: list[list[int]], continuations: list[list[int]]) -> list[float]:
-        return [
-            self._continuation_logprob(prompt, self._prompt_logits(prompt), cont)
-            for prompt, cont in zip(prompt_ids, continuations)
-        ]
+        out: list[float] = []
+        i = 0
+        while i < len(prompt_ids):  # consecutive pairs with the same prompt share one decode
+            j = i + 1
+            while j < len(prompt_ids) and prompt_ids[j] == prompt_ids[i]:
+                j += 1
+            out += self._score_prompt(prompt_ids[i], continuations[i:j])[1]
+            i = j
+        return out
 
     def _first_position_probs(self, prompt_ids: list[list[int]], ids: list[int]) -> list[dict[int, float]]:
-        return [dict(zip(ids, np.exp(_log_softmax_at(self._prompt_logits(p), ids)).tolist())) for p in prompt_ids]
+        return [dict(zip(ids, np.exp(_log_softmax_at(self._score_prompt(p)[0], ids)).tolist())) for p in prompt_ids]
 
     def _greedy(self, prompt_ids, max_new_tokens, first_seqs, stop):
         results = []
         for prompt in prompt_ids:
-            logits = self._prompt_logits(prompt)
-            first = [self._continuation_logprob(prompt, logits, seq) for seq in first_seqs]
+            logits, first = self._score_prompt(prompt, first_seqs)
             generated: list[int] = []
             per_pos: list[dict[int, float]] = []
             cum = 0.0
@@ -172,7 +292,7 @@ class LlamaCppReflectionLM(ReflectionLMBase):
                 generated.append(tid)
                 if stop(generated) or step == max_new_tokens - 1:
                     break
-                logits = self._decode([tid])[0]
+                logits = self._decode([tid])
             self._last_logits = None
             results.append((generated, cum, per_pos, first))
         return results
