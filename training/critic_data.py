@@ -108,14 +108,12 @@ def load_chat_model(spec: str, kwargs: dict):
 
 def main(argv: Sequence[str] | None = None) -> int:
     from .bm25 import BM25Retriever
-    from .qa_data import load_instructions, load_selfrag_qa, load_squad, write_jsonl
+    from .qa_data import write_jsonl
+    from .sources import add_source_arguments, load_sources
     from .teacher import TeacherLabeller
 
     ap = argparse.ArgumentParser(prog="python -m training.critic_data", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--squad", help="SQuAD v1/v2 JSON")
-    ap.add_argument("--articles", help="comma-separated article titles of --squad to use (default all)")
-    ap.add_argument("--selfrag-qa", help="Self-RAG JSONL with question/answers/ctxs")
-    ap.add_argument("--instructions", action="append", default=[], help="instruction JSONL (repeatable)")
+    add_source_arguments(ap)
     ap.add_argument("--per-aspect", type=int, default=300)
     ap.add_argument("--teacher", help="LangChain chat model class as module:Class (default: gold labels)")
     ap.add_argument("--teacher-kwargs", default="{}", help="JSON keyword arguments for the teacher class")
@@ -123,21 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
-    passages: list[Passage] = []
-    questions: list[QAItem] = []
-    if args.squad:
-        corpus = load_squad(args.squad)
-        if args.articles:
-            corpus = corpus.subset(args.articles.split(","))
-        passages += corpus.passages
-        questions += corpus.questions
-    if args.selfrag_qa:
-        for q in load_selfrag_qa(args.selfrag_qa):
-            passages += q.ctxs
-            questions.append(q)
-    instructions = [i for path in args.instructions for i in load_instructions(path)]
-    if not questions and not instructions:
-        ap.error("give at least one of --squad, --selfrag-qa, --instructions")
+    src = load_sources(ap, args)
+    passages, questions, instructions = src.passages, src.questions, src.instructions
     retriever = BM25Retriever(passages) if passages else (lambda q, k: [])
     by_id = {p.id: p for p in passages}
     cases = build_cases(questions, instructions, retriever, by_id, random.Random(args.seed), args.per_aspect)

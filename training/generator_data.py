@@ -161,36 +161,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     """CLI: Algorithm 3 over a SQuAD file and/or instruction JSONL with a gold or trained critic."""
     from .bm25 import BM25Retriever
     from .labels import GoldLabeller, LMCriticLabeller
-    from .qa_data import load_instructions, load_selfrag_qa, load_squad, write_jsonl
+    from .qa_data import write_jsonl
+    from .sources import add_source_arguments, load_sources
 
     ap = argparse.ArgumentParser(prog="python -m training.generator_data", description=main.__doc__)
-    ap.add_argument("--squad", help="SQuAD v2 JSON (questions with answers become retrieval examples)")
-    ap.add_argument("--articles", help="comma-separated article titles of --squad to use (default all)")
-    ap.add_argument("--selfrag-qa", help="Self-RAG JSONL with question/answers/ctxs (ctxs form the corpus)")
-    ap.add_argument("--instructions", action="append", default=[], help="instruction JSONL (repeatable)")
+    add_source_arguments(ap)
     ap.add_argument("--critic", default="gold", help="'gold' or the path of a trained critic model (HF dir or GGUF)")
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--contrast", type=int, default=0, help="irrelevant-passage copies per retrieval example")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
-    passages: list[Passage] = []
-    sources: list[SourceExample] = []
-    if args.squad:
-        corpus = load_squad(args.squad)
-        if args.articles:
-            corpus = corpus.subset(args.articles.split(","))
-        passages += corpus.passages
-        sources += [SourceExample(q.question, q.answers[0], kind="qa", answers=q.answers, id=q.id) for q in corpus.questions if q.answerable and q.answers]
-    if args.selfrag_qa:
-        for q in load_selfrag_qa(args.selfrag_qa):
-            passages += q.ctxs
-            if q.answers:
-                sources.append(SourceExample(q.question, q.answers[0], kind="qa", answers=q.answers, id=q.id))
-    for path in args.instructions:
-        sources += [SourceExample(i.instruction, i.output, input=i.input, kind="instruction", id=i.id) for i in load_instructions(path)]
+    src = load_sources(ap, args)
+    passages = src.passages
+    sources = [SourceExample(q.question, q.answers[0], kind="qa", answers=q.answers, id=q.id) for q in src.questions if q.answerable and q.answers]
+    sources += [SourceExample(i.instruction, i.output, input=i.input, kind="instruction", id=i.id) for i in src.instructions]
     if not sources:
-        ap.error("give at least one of --squad, --selfrag-qa, --instructions")
+        ap.error("no answerable question or instruction in the given files")
     if args.critic == "gold":
         critic = GoldLabeller()
     else:
