@@ -1,0 +1,31 @@
+"""The bundled model's card is rendered from its measurement files, and says what they say."""
+
+from __future__ import annotations
+
+import json
+
+from cookbook.selfrag_smollm2.model_card import render
+
+
+def write(folder, name, data):
+    (folder / name).write_text(json.dumps(data))
+
+
+def test_card_reads_targets_times_and_earlier_builds(tmp_path):
+    ev = {"retrieve": {"auc": 0.99}, "isrel": {"auc": 0.80}, "match": {"selfrag": 0.3, "no_retrieval": 0.1, "base_with_top1_passage": 0.4}}
+    write(tmp_path, "eval.json", ev)
+    write(tmp_path, "selfrag_training.json", {"steps": 10, "seconds": 600, "seconds_total": 1200, "config": {"batch_size": 8}})
+    write(tmp_path, "generator_phase1_training.json", {"steps": 5, "seconds": 1800, "config": {"batch_size": 8}})
+    card = render(tmp_path)
+    assert "| IsRel ROC AUC" in card and "0.800 | ≥ 0.85: **missed**" in card
+    assert "20.0 min" in card and "about 50 minutes of CPU training" in card  # resumed runs are summed
+    assert "Self-RAG ≥ 2× this: met (3.0×)" in card
+    assert "matches 0.40 against Self-RAG's 0.30" in card
+    assert "Earlier builds" not in card
+
+    write(tmp_path, "eval.json", ev | {"isrel": {"auc": 0.9}, "match": {"selfrag": 0.5, "no_retrieval": 0.1, "base_with_top1_passage": 0.4}})
+    write(tmp_path, "versions.json", {"versions": [{"build": "old", "training": "x", "eval": ev}]})
+    card = render(tmp_path)
+    assert "0.900 | ≥ 0.85: met" in card and "IsRel meets its target" in card
+    assert "also beats the untrained base" in card
+    assert "| old | x | 0.990 | 0.800 |" in card and "| this one | 5 + 10 steps, 50 min | 0.990 | 0.900 |" in card
