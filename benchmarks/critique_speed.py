@@ -14,12 +14,17 @@ sequential calls. The last two lines are ``speedup_vs_full_vocab`` (b/a) and
 ``overhead_vs_plain`` (a/c).
 
     python benchmarks/critique_speed.py [--model PATH.gguf] [--threads N] [--repeats 5] [--skip-transformers]
+
+Measure on a quiet machine: llama.cpp's and torch's threads slow down many times over when other
+processes compete for the cores. The anchor's time is mostly single-threaded Python over the
+full-vocabulary log-probs, so with fewer threads than cores the speedup shrinks toward b/c.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -107,7 +112,10 @@ def main() -> None:
     parser.add_argument("--anchor-repeats", type=int, default=2, help="rounds that also run the slow (b)")
     parser.add_argument("--skip-transformers", action="store_true")
     parser.add_argument(
-        "--threads", type=int, default=default_threads(), help="CPU threads for llama.cpp and torch (default %(default)s)"
+        "--threads",
+        type=int,
+        default=os.cpu_count() or default_threads(),
+        help="CPU threads for llama.cpp and torch (default: every core, %(default)s; run it on a quiet machine)",
     )
     args = parser.parse_args()
     model_path = Path(args.model) if args.model else smollm2_gguf_path()

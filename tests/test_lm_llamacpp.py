@@ -10,7 +10,7 @@ import pytest
 from langchain_selfrag import prompts as P
 from langchain_selfrag import tokens as T
 from langchain_selfrag.lm import ReflectionLMError, load_reflection_lm, resolve_backend
-from langchain_selfrag.lm.llamacpp_lm import LlamaCppReflectionLM
+from langchain_selfrag.lm.llamacpp_lm import LlamaCppReflectionLM, continuation_tree
 
 #: Cross-backend tolerance (Q4_1 weights: llama.cpp quantises activations to 8 bits in its dot
 #: products, transformers de-quantises to fp32). Measured worst cases on these prompts: 0.026
@@ -100,22 +100,28 @@ def test_multi_token_candidates_equal_chain_of_manual_softmaxes(llama, reference
     assert math.log(got) == pytest.approx(expected, abs=1e-3)
 
 
-@pytest.mark.parametrize("n_seq_max", [1, 3])
+def test_continuation_tree_shares_prefixes():
+    nodes, n = continuation_tree([[1, 2, 3], [1, 2, 3], [1, 4], [1], []])
+    assert n == 2  # [1, 2, 3] and [1, 4]; [1] is a prefix of both, [] needs no node
+    assert nodes == {(1,): (1, 2), (1, 2): (1,), (1, 2, 3): (1,), (1, 4): (2,)}
+    assert continuation_tree([[5, 6]] * 5) == ({(5,): (1,), (5, 6): (1,)}, 1)
+
+
+@pytest.mark.parametrize("n_seq_max", [1, 2])
 def test_candidate_sequences_layouts_agree(llama, smollm2_gguf, n_seq_max):
-    """One decode with a sequence per candidate (default), candidates in groups when they outnumber
-    the sequences (3 sequences for 5 IsUse tokens), and one decode per candidate on a single
-    sequence all give the same probabilities; the prompt's cache is left intact. llama.cpp's logits
-    depend a little on batch composition even with the KV cells aligned (CELL_ALIGN): log-probs
-    of these very unlikely sequences (around -30) move by up to 0.07 nats between layouts; without
-    the alignment they moved by up to 0.36."""
+    """One decode with the candidates' prefix tree on their own sequences (default), candidates in
+    groups when their branches outnumber the sequences, and one decode per candidate on a single
+    sequence all give the same probabilities; the prompt's cache is left intact. llama.cpp
+    quantises activations to 8 bits, so its logits move a little with the batch layout: measured
+    worst 0.15 nats between layouts over the four reflection groups on six SQuAD prompts."""
     other = LlamaCppReflectionLM(smollm2_gguf, n_seq_max=n_seq_max)
     try:
-        cands = list(T.GROUPS[T.Kind.ISUSE]) + [T.RELEVANT]
+        cands = list(T.GROUPS[T.Kind.ISUSE]) + [T.RELEVANT, T.IRRELEVANT, T.NO_RETRIEVAL]
         want = llama.candidate_probs(PROMPTS, cands)
         got = other.candidate_probs(PROMPTS, cands)
         for w, g in zip(want, got):
             for cand in cands:
-                assert math.log(g[cand]) == pytest.approx(math.log(w[cand]), abs=0.1)
+                assert math.log(g[cand]) == pytest.approx(math.log(w[cand]), abs=0.25)
         gen_a = llama.generate([EVIDENCE], max_new_tokens=8, first_candidates=cands)[0]
         gen_b = other.generate([EVIDENCE], max_new_tokens=8, first_candidates=cands)[0]
         assert gen_a.token_ids == gen_b.token_ids
@@ -175,3 +181,28 @@ def test_transformers_and_llamacpp_agree(llama, smollm2_gguf, reference_logits):
     print(f"cross-backend worst abs diff {worst_abs:.4f}, worst log diff {worst_log:.3f}")
     assert worst_abs <= ABS_TOL
     assert worst_log <= LOG_TOL
+
+
+def test_reflection_strings_written_by_a_base_model_are_scored_on_its_own_tokens(llama):
+    from langchain_selfrag.lm.base import Generation
+
+    # SmolLM2 spells ".[" as one token, so [Fully supported] starts inside a generated token and
+    # is scored on the re-tokenised text; [Utility:5] follows " Yes" cleanly and is scored on the
+    # generated ids themselves.
+    ids = llama.tokenize(" Shakespeare wrote it.[Fully supported] Yes[Utility:5]", add_bos=False)
+    text = llama.decode(ids)
+    gen = Generation(text, ids, -1.0)
+    llama._add_text_reflections([EVIDENCE], [gen])
+    assert [(p.token, p.kind) for p in gen.reflections] == [(T.FULLY_SUPPORTED, T.Kind.ISSUP), (T.UTILITY[4], T.Kind.ISUSE)]
+
+    sup_at, use_at = text.index(T.FULLY_SUPPORTED), text.index(T.UTILITY[4])
+    assert llama._generated_prefix(ids, text[:sup_at]) is None
+    want_sup = llama.candidate_probs([EVIDENCE + text[:sup_at]], T.GROUPS[T.Kind.ISSUP])[0]
+    assert gen.reflections[0].probs == pytest.approx(want_sup, rel=1e-6)
+
+    prefix = llama._generated_prefix(ids, text[:use_at])
+    assert prefix == ids[: len(prefix)] and llama.decode(prefix) == text[:use_at]
+    context = llama.tokenize(EVIDENCE, add_bos=True) + prefix
+    want_use = llama._candidate_probs_ids([context], T.GROUPS[T.Kind.ISUSE])[0]
+    assert gen.reflections[1].probs == pytest.approx(want_use, rel=1e-6)
+    assert 0 < sum(gen.reflections[1].probs.values()) <= 1.0 + 1e-6

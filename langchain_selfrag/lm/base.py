@@ -158,7 +158,9 @@ class ReflectionLMBase(ABC):
         """Probability of each candidate string at the next position, per prompt."""
         if not prompts:
             return []
-        prompt_ids = self._encode_prompts(prompts)
+        return self._candidate_probs_ids(self._encode_prompts(prompts), candidates)
+
+    def _candidate_probs_ids(self, prompt_ids: list[list[int]], candidates: Sequence[str]) -> list[dict[str, float]]:
         cand_ids = [self.tokenize(c, add_bos=False) for c in candidates]
         if any(not c for c in cand_ids):
             raise ValueError("candidates must be non-empty strings")
@@ -255,15 +257,30 @@ class ReflectionLMBase(ABC):
         """Lower-fidelity path for vocabularies without reflection tokens.
 
         Reflection-token strings found in the generated text are scored by the sequence
-        probability of every token of their group, given the prompt and the text before them.
+        probability of every token of their group, given the prompt and the generated tokens
+        before them (the text re-tokenised when the string starts inside a token).
         """
         for prompt, gen in zip(prompts, gens):
             for offset, tok in T.find_reflection_tokens(gen.text):
                 kind = T.KIND_OF[tok]
                 if kind is T.Kind.EVIDENCE:
                     continue
-                probs = self.candidate_probs([prompt + gen.text[:offset]], T.GROUPS[kind])[0]
+                prefix = self._generated_prefix(gen.token_ids, gen.text[:offset])
+                context = (
+                    self._encode_prompts([prompt])[0] + prefix
+                    if prefix is not None
+                    else self._encode_prompts([prompt + gen.text[:offset]])[0]
+                )
+                probs = self._candidate_probs_ids([context], T.GROUPS[kind])[0]
                 gen.reflections.append(ReflectionPoint(-1, tok, kind, probs))
+
+    def _generated_prefix(self, ids: list[int], text: str) -> list[int] | None:
+        """The leading generated ids that decode to exactly ``text``, or None when none do."""
+        for k in range(len(ids) + 1):
+            decoded = self.decode(ids[:k])
+            if len(decoded) >= len(text):
+                return ids[:k] if decoded == text else None
+        return None
 
     # -- helpers for backends -------------------------------------------------------------------
     def _group_ids(self) -> dict[int, list[int]]:

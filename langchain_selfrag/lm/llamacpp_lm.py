@@ -20,14 +20,30 @@ import numpy as np
 from .base import ReflectionLMBase, ReflectionLMError
 
 
-#: llama.cpp's logits depend on where in the KV cache a token's cells sit, modulo 8 cells.
-CELL_ALIGN = 8
-
 
 def _log_softmax_at(logits: np.ndarray, ids: Sequence[int]) -> np.ndarray:
     top = float(logits.max())
     lse = top + float(np.log(np.exp(logits - top).sum()))
     return logits[list(ids)] - lse
+
+
+def continuation_tree(tails: Sequence[Sequence[int]]) -> tuple[dict[tuple[int, ...], tuple[int, ...]], int]:
+    """The prefix tree of candidate tails, for decoding them together on KV sequences 1..n.
+
+    Returns every distinct non-empty prefix (a tree node), in an order where each branch's nodes
+    come by increasing depth, mapped to the sequence ids of the branches through it, and the
+    number of branches n. A branch is a tail that is no prefix of another, so ``[Utility:1]`` ...
+    ``[Utility:5]`` (tails ``[``, ``Ut``, ``ility``, ``:``) share one branch of four nodes.
+    """
+    unique = list(dict.fromkeys(tuple(t) for t in tails if t))
+    branches = [t for t in unique if not any(len(o) > len(t) and o[: len(t)] == t for o in unique)]
+    nodes: dict[tuple[int, ...], tuple[int, ...]] = {}
+    for branch in branches:
+        for depth in range(1, len(branch) + 1):
+            prefix = branch[:depth]
+            if prefix not in nodes:
+                nodes[prefix] = tuple(i + 1 for i, b in enumerate(branches) if b[:depth] == prefix)
+    return nodes, len(branches)
 
 
 def default_threads() -> int:
@@ -178,9 +194,10 @@ class LlamaCppReflectionLM(ReflectionLMBase):
         """Next-position logits after ``ids`` and log p(continuation | ids) for each continuation.
 
         The KV cache of the longest common prefix with the previous call is kept. The uncached tail
-        of the prompt goes on sequence 0 (and on the continuations' sequences too), each
-        continuation on a sequence of its own, all in one ``llama_decode`` call; the continuation
-        sequences are dropped afterwards, so the cache ends holding exactly ``ids`` on sequence 0.
+        of the prompt goes on sequence 0 and the continuations on sequences of their own, all in
+        one ``llama_decode`` call: the continuations' tokens form a prefix tree (see
+        :func:`continuation_tree`), each of its nodes decoded once for every continuation through
+        it. The extra sequences are dropped afterwards, so the cache ends holding ``ids`` only.
         """
         if not ids:
             raise ValueError("cannot score an empty prompt")
@@ -188,13 +205,13 @@ class LlamaCppReflectionLM(ReflectionLMBase):
         cached_logits = self._last_logits[1] if self._last_logits and self._last_logits[0] == key else None
         if cached_logits is not None and self.llm.n_tokens == len(ids) and not any(len(c) > 1 for c in continuations):
             return cached_logits, [float(_log_softmax_at(cached_logits, [c[0]])[0]) for c in continuations]
-        tails = [c[:-1] for c in continuations]
-        if self._n_seq < 2 and any(tails):
+        nodes, n_seqs = continuation_tree([c[:-1] for c in continuations])
+        if n_seqs and self._n_seq < 2:
             return self._score_prompt_one_sequence(ids, continuations)
-        max_group = self._n_seq - 1
-        if sum(1 for t in tails if t) > max_group:  # more continuations than sequences: in groups
-            logits, out = self._score_prompt(ids, continuations[:max_group])
-            return logits, out + self._score_prompt(ids, continuations[max_group:])[1]
+        if n_seqs > self._n_seq - 1:  # more branches than sequences: in two halves
+            half = len(continuations) // 2
+            logits, out = self._score_prompt(ids, continuations[:half])
+            return logits, out + self._score_prompt(ids, continuations[half:])[1]
         llm = self.llm
         common = 0
         for a, b in zip(llm.input_ids[: llm.n_tokens], ids):
@@ -202,31 +219,21 @@ class LlamaCppReflectionLM(ReflectionLMBase):
                 break
             common += 1
         common = min(common, len(ids) - 1)
-        seqs = [i + 1 for i, t in enumerate(tails) if t]
+        seqs = list(range(1, n_seqs + 1))
         llm.n_tokens = common
-        self._check_room(len(ids) - common + max((len(t) for t in tails), default=0))
+        self._check_room(len(ids) - common + max((len(p) for p in nodes), default=0))
         ctx = llm._ctx
         ctx.kv_cache_seq_rm(0, common, -1)
         for seq in seqs:
             ctx.kv_cache_seq_rm(seq, -1, -1)
             if common:
                 ctx.kv_cache_seq_cp(0, seq, 0, common)
-        shared = (0, *seqs)
-        entries = [(tok, pos, shared, False) for pos, tok in enumerate(ids[common:], start=common)]
-        entries[-1] = (*entries[-1][:3], True)
+        entries = [(tok, pos, (0, *seqs), pos == len(ids) - 1) for pos, tok in enumerate(ids[common:], start=common)]
         last = len(entries) - 1
-        tail_rows: list[list[int]] = []
-        first_tail = len(entries)
-        for seq, tail in zip(seqs, (t for t in tails if t)):
-            # Each tail starts a multiple of CELL_ALIGN cells after the first, where it would sit
-            # if decoded alone: llama.cpp's results depend on the KV cells' alignment. The padding
-            # continues the tail's own sequence past its last position, so the tail never sees it.
-            if len(entries) > first_tail:
-                pad = -(len(entries) - first_tail) % CELL_ALIGN
-                prev_seq, prev_end = entries[-1][2][0], entries[-1][1]
-                entries += [(entries[-1][0], prev_end + 1 + j, (prev_seq,), False) for j in range(pad)]
-            tail_rows.append(list(range(len(entries), len(entries) + len(tail))))
-            entries += [(tok, len(ids) + j, (seq,), True) for j, tok in enumerate(tail)]
+        row_of: dict[tuple[int, ...], int] = {}
+        for prefix, node_seqs in nodes.items():
+            row_of[prefix] = len(entries)
+            entries.append((prefix[-1], len(ids) + len(prefix) - 1, node_seqs, True))
         try:
             rows = self._decode_entries(entries)
         finally:
@@ -236,11 +243,11 @@ class LlamaCppReflectionLM(ReflectionLMBase):
         llm.n_tokens = len(ids)
         logits = rows[last]
         self._last_logits = (key, logits)
-        out, rows_of = [], iter(tail_rows)
-        for cont, tail in zip(continuations, tails):
+        out = []
+        for cont in continuations:
             total = float(_log_softmax_at(logits, [cont[0]])[0])
-            if tail:
-                total += sum(float(_log_softmax_at(rows[r], [tid])[0]) for r, tid in zip(next(rows_of), cont[1:]))
+            for j in range(1, len(cont)):
+                total += float(_log_softmax_at(rows[row_of[tuple(cont[:j])]], [cont[j]])[0])
             out.append(total)
         return logits, out
 
