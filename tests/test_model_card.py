@@ -29,3 +29,19 @@ def test_card_reads_targets_times_and_earlier_builds(tmp_path):
     assert "0.900 | ≥ 0.85: met" in card and "IsRel meets its target" in card
     assert "also beats the untrained base" in card
     assert "| old | x | 0.990 | 0.800 |" in card and "| this one | 5 + 10 steps, 50 min | 0.990 | 0.900 |" in card
+
+
+def test_shipping_a_new_build_remembers_the_old_one(tmp_path):
+    from cookbook.selfrag_smollm2.package import remember_shipped_build
+
+    old = {"isrel": {"auc": 0.7}, "examples": [{"question": "q"}]}
+    write(tmp_path, "eval.json", old)
+    write(tmp_path, "selfrag_training.json", {"steps": 7})
+    remember_shipped_build(tmp_path, old | {"examples": []})  # same numbers again: nothing to remember
+    assert not (tmp_path / "versions.json").exists()
+    new = {"isrel": {"auc": 0.9}}
+    remember_shipped_build(tmp_path, new)
+    write(tmp_path, "eval.json", new)  # as package.main ships it next
+    remember_shipped_build(tmp_path, new)  # packaging the same run again
+    versions = json.loads((tmp_path / "versions.json").read_text())["versions"]
+    assert versions == [{"build": "build 1", "training": "7 steps", "eval": {"isrel": {"auc": 0.7}}}]

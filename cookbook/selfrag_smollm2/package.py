@@ -42,6 +42,25 @@ def agreement_prompts(run: Path, data: Path, n: int = 20) -> list[str]:
         format_prompt(instruction_text(i)) for i in rng.sample(inst, n // 2)]
 
 
+def remember_shipped_build(folder: Path, new_eval: dict) -> None:
+    """Add the build about to be replaced to ``versions.json`` (the model card's "Earlier builds")."""
+    old_eval = folder / "eval.json"
+    if not old_eval.is_file():
+        return
+    previous = json.loads(old_eval.read_text())
+    previous.pop("examples", None)
+    if previous == {k: v for k, v in new_eval.items() if k != "examples"}:
+        return  # the same build shipped again
+    versions_file = folder / "versions.json"
+    versions = json.loads(versions_file.read_text()).get("versions", []) if versions_file.is_file() else []
+    meta = json.loads((folder / "selfrag_training.json").read_text()) if (folder / "selfrag_training.json").is_file() else {}
+    phase1 = folder / "generator_phase1_training.json"
+    steps = [json.loads(phase1.read_text()).get("steps") if phase1.is_file() else None, meta.get("steps")]
+    versions.append({"build": f"build {len(versions) + 1}", "training": " + ".join(str(x) for x in steps if x) + " steps",
+                     "eval": previous})
+    versions_file.write_text(json.dumps({"versions": versions}, indent=1))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--run", required=True)
@@ -71,6 +90,7 @@ def main(argv=None) -> int:
 
         evaluate_main(["--model", str(q8), "--run", str(run), "--data", str(data), "--threads", str(args.threads)])
     folder = bundled.bundle_dir()
+    remember_shipped_build(folder, json.loads((run / "eval.json").read_text()))
     pack_adapter(gen_dir / "adapter", folder, base_name=BASE_NAME)
     for name in ("eval.json", "backend_agreement.json"):
         shutil.copy(run / name, folder / name)
