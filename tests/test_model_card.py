@@ -23,10 +23,11 @@ def test_card_reads_targets_times_and_earlier_builds(tmp_path):
     assert "matches 0.40 against Self-RAG's 0.30" in card
     assert "Earlier builds" not in card
 
-    write(tmp_path, "eval.json", ev | {"isrel": {"auc": 0.9}, "match": {"selfrag": 0.5, "no_retrieval": 0.1, "base_with_top1_passage": 0.4}})
+    write(tmp_path, "eval.json", ev | {"isrel": {"auc": 0.9, "auc_ci95": [0.86, 0.93]}, "match": {"selfrag": 0.5, "no_retrieval": 0.1, "base_with_top1_passage": 0.4}})
     write(tmp_path, "versions.json", {"versions": [{"build": "old", "training": "x", "eval": ev}]})
     card = render(tmp_path)
-    assert "0.900 | ≥ 0.85: met" in card and "IsRel meets its target" in card
+    assert "0.900 (95% CI 0.860–0.930) | ≥ 0.85: met" in card
+    assert "IsRel meets its target on this held-out sample:" in card and "stays above 0.85" in card
     assert "also beats the untrained base" in card
     assert "| old | x | 0.990 | 0.800 |" in card and "| this one | 5 + 10 steps, 50 min | 0.990 | 0.900 |" in card
 

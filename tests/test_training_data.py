@@ -11,7 +11,7 @@ from training.bm25 import BM25Retriever
 from training.generator_data import Algorithm3, SourceExample
 from training.generator_data import main as generator_data_main
 from training.labels import LABELS, Case, GoldLabeller, critic_example, critic_prompt
-from training.metrics import accuracy, roc_auc
+from training.metrics import accuracy, bootstrap_auc_interval, roc_auc
 from training.qa_data import (
     DataFormatError,
     Passage,
@@ -283,6 +283,24 @@ def test_roc_auc_and_accuracy():
         roc_auc([0.1], [1])
     assert accuracy(["a", "b"], ["a", "c"]) == 0.5
     assert set(LABELS) == {"retrieve", "retrieve_evidence", "isrel", "issup", "isuse"}
+
+
+def test_bootstrap_auc_interval_brackets_the_auc_and_narrows_with_data():
+    import random
+
+    rng = random.Random(3)
+    labels = [i % 2 for i in range(400)]
+    scores = [y * 0.5 + rng.random() for y in labels]
+    auc = roc_auc(scores, labels)
+    low, high = bootstrap_auc_interval(scores, labels, rounds=300)
+    assert low < auc < high and high - low < 0.15
+    small_low, small_high = bootstrap_auc_interval(scores[:40], labels[:40], rounds=300)
+    assert small_high - small_low > high - low
+    assert bootstrap_auc_interval([0.9, 0.1, 0.8, 0.2], [1, 0, 1, 0], groups=["a", "a", "b", "b"], rounds=50) == (1.0, 1.0)
+    with pytest.raises(ValueError):
+        bootstrap_auc_interval([0.9, 0.8], [1, 1])
+    with pytest.raises(ValueError):
+        bootstrap_auc_interval([0.9, 0.8], [1, 0], groups=["a"])
 
 
 def test_critic_data_cli_gold_and_teacher(tmp_path):

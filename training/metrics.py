@@ -31,6 +31,43 @@ def roc_auc(scores: Sequence[float], labels: Sequence[bool | int]) -> float:
     return (rank_sum - pos * (pos + 1) / 2) / (pos * neg)
 
 
+def bootstrap_auc_interval(
+    scores: Sequence[float],
+    labels: Sequence[bool | int],
+    groups: Sequence[object] | None = None,
+    *,
+    level: float = 0.95,
+    rounds: int = 1000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of :func:`roc_auc`.
+
+    Resamples whole ``groups`` (for example every passage scored for one question) when given,
+    else single items; resamples with only one class are skipped.
+    """
+    import random
+
+    if len(scores) != len(labels) or (groups is not None and len(groups) != len(labels)):
+        raise ValueError("scores, labels and groups differ in length")
+    keys = list(groups) if groups is not None else list(range(len(labels)))
+    members: dict[object, list[int]] = {}
+    for i, key in enumerate(keys):
+        members.setdefault(key, []).append(i)
+    clusters = list(members.values())
+    rng = random.Random(seed)
+    aucs = []
+    for _ in range(rounds):
+        picked = [i for _ in clusters for i in rng.choice(clusters)]
+        ys = [labels[i] for i in picked]
+        if 0 < sum(1 for y in ys if y) < len(ys):
+            aucs.append(roc_auc([scores[i] for i in picked], ys))
+    if not aucs:
+        raise ValueError("no bootstrap resample had both classes")
+    aucs.sort()
+    tail = (1 - level) / 2
+    return aucs[int(tail * (len(aucs) - 1))], aucs[int(round((1 - tail) * (len(aucs) - 1)))]
+
+
 def accuracy(predicted: Sequence[object], gold: Sequence[object]) -> float:
     """Share of equal pairs (0.0 for empty input)."""
     if len(predicted) != len(gold):

@@ -31,7 +31,7 @@ from langchain_selfrag.lm import load_reflection_lm
 from langchain_selfrag.prompts import build_instruction, format_prompt, with_evidence, without_retrieval
 from training.bm25 import BM25Retriever
 from training.labels import GoldLabeller, Case
-from training.metrics import accuracy, roc_auc
+from training.metrics import accuracy, bootstrap_auc_interval, roc_auc
 from training.qa_data import load_instructions, load_squad
 from training.text import contains_answer
 
@@ -48,12 +48,13 @@ def retrieve_auc(lm, questions, instructions) -> dict:
     probs = lm.candidate_probs(prompts, [T.NO_RETRIEVAL, T.RETRIEVAL])
     scores = [scoring.retrieve_probability(p) for p in probs]
     decided = [s > 0.2 for s in scores]
-    return {"auc": roc_auc(scores, labels), "accuracy_at_0.2": accuracy(decided, [bool(y) for y in labels]),
+    return {"auc": roc_auc(scores, labels), "auc_ci95": bootstrap_auc_interval(scores, labels),
+            "accuracy_at_0.2": accuracy(decided, [bool(y) for y in labels]),
             "n_questions": len(questions), "n_instructions": len(instructions)}
 
 
 def isrel_auc(lm, questions, retriever, by_id) -> dict:
-    scores, labels = [], []
+    scores, labels, groups = [], [], []
     for q in tqdm(questions, desc="IsRel", file=sys.stderr):
         gold = by_id[q.gold[0]]
         others = [p for p in retriever(q.question, 5) if p.id not in q.gold and not contains_answer(p.text, q.answers)]
@@ -61,7 +62,9 @@ def isrel_auc(lm, questions, retriever, by_id) -> dict:
         probs = lm.candidate_probs([with_evidence(_prompt(q.question), p.title, p.text) for p in passages], list(T.GROUPS[T.Kind.ISREL]))
         scores += [scoring.isrel_score(p) for p in probs]
         labels += [1] + [0] * len(others)
-    return {"auc": roc_auc(scores, labels), "positives": sum(labels), "negatives": len(labels) - sum(labels)}
+        groups += [q.id] * len(passages)
+    return {"auc": roc_auc(scores, labels), "auc_ci95": bootstrap_auc_interval(scores, labels, groups),
+            "positives": sum(labels), "negatives": len(labels) - sum(labels)}
 
 
 def issup_agreement(lm, questions, by_id, rng) -> dict:
