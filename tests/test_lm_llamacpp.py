@@ -192,7 +192,7 @@ def test_reflection_strings_written_by_a_base_model_are_scored_on_its_own_tokens
     ids = llama.tokenize(" Shakespeare wrote it.[Fully supported] Yes[Utility:5]", add_bos=False)
     text = llama.decode(ids)
     gen = Generation(text, ids, -1.0)
-    llama._add_text_reflections([EVIDENCE], [gen])
+    llama._add_text_reflections([EVIDENCE], [llama.tokenize(EVIDENCE, add_bos=True)], [gen])
     assert [(p.token, p.kind) for p in gen.reflections] == [(T.FULLY_SUPPORTED, T.Kind.ISSUP), (T.UTILITY[4], T.Kind.ISUSE)]
 
     sup_at, use_at = text.index(T.FULLY_SUPPORTED), text.index(T.UTILITY[4])

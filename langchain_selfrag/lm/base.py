@@ -205,24 +205,24 @@ class ReflectionLMBase(ABC):
             # Base vocabularies spell [Retrieval] in several tokens: look at the decoded tail.
             return text_stop and self.decode(generated[-8:]).endswith(T.RETRIEVAL)
 
-        def finish(raw, prompt_group: Sequence[str]) -> list[Generation]:
+        def finish(raw, prompt_group: Sequence[str], ids_group: list[list[int]]) -> list[Generation]:
             gens = []
             for ids, cum, per_pos, first in raw:
                 gen = self._build_generation(ids, cum, per_pos, stop_ids, max_new_tokens, stop_at_retrieval)
                 gen.first_probs = {c: math.exp(lp) for c, lp in zip(first_candidates, first)}
                 gens.append(gen)
             if not self.has_reflection_vocab:
-                self._add_text_reflections(prompt_group, gens)
+                self._add_text_reflections(prompt_group, ids_group, gens)
             return gens
 
         if self.generates_in_batches:
-            return finish(self._greedy(prompt_ids, max_new_tokens, first_seqs, stop), prompts)
+            return finish(self._greedy(prompt_ids, max_new_tokens, first_seqs, stop), prompts, prompt_ids)
         # One prompt at a time: text reflections are scored while the backend's prefix cache
         # still holds this prompt and its generation.
         return [
             gen
             for prompt, ids in zip(prompts, prompt_ids)
-            for gen in finish(self._greedy([ids], max_new_tokens, first_seqs, stop), [prompt])
+            for gen in finish(self._greedy([ids], max_new_tokens, first_seqs, stop), [prompt], [ids])
         ]
 
     def _build_generation(
@@ -253,21 +253,21 @@ class ReflectionLMBase(ABC):
             reason = "length" if len(ids) >= max_new_tokens else "eos"
         return Generation(text, ids, cum, reflections, {}, reason)
 
-    def _add_text_reflections(self, prompts: Sequence[str], gens: list[Generation]) -> None:
+    def _add_text_reflections(self, prompts: Sequence[str], prompt_ids: list[list[int]], gens: list[Generation]) -> None:
         """Lower-fidelity path for vocabularies without reflection tokens.
 
         Reflection-token strings found in the generated text are scored by the sequence
         probability of every token of their group, given the prompt and the generated tokens
         before them (the text re-tokenised when the string starts inside a token).
         """
-        for prompt, gen in zip(prompts, gens):
+        for prompt, ids, gen in zip(prompts, prompt_ids, gens):
             for offset, tok in T.find_reflection_tokens(gen.text):
                 kind = T.KIND_OF[tok]
                 if kind is T.Kind.EVIDENCE:
                     continue
                 prefix = self._generated_prefix(gen.token_ids, gen.text[:offset])
                 context = (
-                    self._encode_prompts([prompt])[0] + prefix
+                    ids + prefix
                     if prefix is not None
                     else self._encode_prompts([prompt + gen.text[:offset]])[0]
                 )

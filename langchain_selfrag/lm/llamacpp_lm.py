@@ -20,7 +20,6 @@ import numpy as np
 from .base import ReflectionLMBase, ReflectionLMError
 
 
-
 def _log_softmax_at(logits: np.ndarray, ids: Sequence[int]) -> np.ndarray:
     top = float(logits.max())
     lse = top + float(np.log(np.exp(logits - top).sum()))
