@@ -34,7 +34,7 @@ from langchain_selfrag import prompts as P
 from langchain_selfrag import tokens as T
 from langchain_selfrag.lm import load_reflection_lm
 from langchain_selfrag.lm.llamacpp_lm import default_threads
-from langchain_selfrag.testing import smollm2_gguf_path
+from langchain_selfrag.smollm2 import smollm2_gguf_path
 
 SHARED_SQUAD = Path(__file__).resolve().parents[2] / "shared" / "data" / "squad2_dev_half.json"
 NEW_TOKENS = 50

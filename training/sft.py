@@ -1,9 +1,7 @@
 """Shared supervised fine-tuning machinery for the critic and the generator (TRL + PEFT LoRA).
 
-* :func:`load_base` loads any causal LM: a Hugging Face directory or hub id, or a GGUF file
-  (de-quantised to a plain fp32 model);
-* :func:`add_reflection_tokens` adds the 15 tokens as additional special tokens, resizes the
-  embeddings and initialises each new row from the mean of the rows of the token's text pieces;
+* :func:`load_base` and :func:`add_reflection_tokens` come from :mod:`langchain_selfrag.hf`
+  (re-exported here);
 * :func:`encode_record` tokenizes a ``{instruction, input, output}`` record into ``input_ids`` and a
   ``completion_mask`` (prompt and ``no_loss_spans`` are 0);
 * :class:`SelfRAGCollator` pads and builds labels, masking **each** ``<paragraph>…</paragraph>``
@@ -24,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_selfrag import tokens as T
+from langchain_selfrag.hf import ModelSetupError, add_reflection_tokens, load_base, reflection_token_ids  # noqa: F401
 from langchain_selfrag.prompts import format_prompt
 
 IGNORE_INDEX = -100
@@ -31,112 +30,8 @@ META_FILE = "selfrag_training.json"
 DEFAULT_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
-class TrainingError(RuntimeError):
-    """Training could not be set up (bad data, model or configuration)."""
-
-
-# ---------------------------------------------------------------------------------------------
-# model and tokenizer
-# ---------------------------------------------------------------------------------------------
-def load_base(model: str | os.PathLike, *, dtype: Any = None):
-    """``(model, tokenizer)`` for a HF directory / hub id, or a ``.gguf`` file (de-quantised fp32).
-
-    A model loaded from GGUF is rebuilt as a plain model from its config and state dict, so that
-    ``save_pretrained`` writes ordinary safetensors and no GGUF quantisation config.
-    """
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
-    path = Path(model)
-    try:
-        if path.suffix == ".gguf":
-            if not path.is_file():
-                raise TrainingError(f"GGUF file not found: {path}")
-            kwargs = {"gguf_file": path.name}
-            tokenizer = AutoTokenizer.from_pretrained(str(path.parent), **kwargs)
-            loaded = AutoModelForCausalLM.from_pretrained(str(path.parent), dtype=torch.float32, **kwargs)
-            config = AutoConfig.from_pretrained(str(path.parent), **kwargs)
-            for key in ("quantization_config", "_name_or_path"):
-                if hasattr(config, key):
-                    try:
-                        delattr(config, key)
-                    except AttributeError:
-                        pass
-            config.dtype = "float32"
-            plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-            missing, unexpected = plain.load_state_dict(loaded.state_dict(), strict=False)
-            missing = [m for m in missing if not m.endswith("lm_head.weight")]
-            if missing or unexpected:
-                raise TrainingError(f"rebuilding {path.name} as a plain model failed: missing={missing} unexpected={unexpected}")
-            if getattr(plain.config, "tie_word_embeddings", False):
-                plain.tie_weights()
-            del loaded
-            net = plain
-        else:
-            local = path.exists()
-            tokenizer = AutoTokenizer.from_pretrained(str(model), local_files_only=local)
-            net = AutoModelForCausalLM.from_pretrained(str(model), dtype=dtype or torch.float32, local_files_only=local)
-    except (OSError, ValueError) as exc:
-        raise TrainingError(f"could not load a causal LM from {model}: {exc}") from exc
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return net, tokenizer
-
-
-def reflection_token_ids(tokenizer) -> dict[str, int]:
-    """Id of each reflection token; raises if one is not a single token."""
-    ids = {}
-    for tok in T.REFLECTION_TOKENS:
-        seq = tokenizer(tok, add_special_tokens=False)["input_ids"]
-        if len(seq) != 1:
-            raise TrainingError(f"{tok!r} is not a single token (ids {seq}); call add_reflection_tokens first")
-        ids[tok] = seq[0]
-    return ids
-
-
-def add_reflection_tokens(model, tokenizer) -> dict[str, int]:
-    """Add the 15 reflection tokens as additional special tokens and resize the embeddings.
-
-    Tokens already present are kept. New embedding (and untied output) rows start from the mean of
-    the rows of the pieces the token text split into before, a better start than random rows.
-    Returns the id of every reflection token.
-    """
-    import torch
-
-    pieces = {tok: tokenizer(tok, add_special_tokens=False)["input_ids"] for tok in T.REFLECTION_TOKENS}
-    existing = set(tokenizer.get_vocab())
-    new = [tok for tok in T.REFLECTION_TOKENS if tok not in existing]
-    if new:
-        specials = {"additional_special_tokens": new}
-        if _accepts_replace(tokenizer):  # keep the tokenizer's own extra special tokens
-            tokenizer.add_special_tokens(specials, replace_extra_special_tokens=False)
-        else:
-            tokenizer.add_special_tokens(specials)
-    ids = reflection_token_ids(tokenizer)
-    old_rows = model.get_input_embeddings().weight.shape[0]
-    if len(tokenizer) > old_rows:
-        model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
-    with torch.no_grad():
-        emb = model.get_input_embeddings().weight
-        out = model.get_output_embeddings()
-        tied = out is None or out.weight.data_ptr() == emb.data_ptr()
-        for tok in new:
-            src = [i for i in pieces[tok] if i < old_rows]
-            if not src:
-                continue
-            emb[ids[tok]] = emb[src].mean(0)
-            if not tied:
-                out.weight[ids[tok]] = out.weight[src].mean(0)
-    return ids
-
-
-def _accepts_replace(tokenizer) -> bool:
-    import inspect
-
-    try:
-        return "replace_extra_special_tokens" in inspect.signature(tokenizer.add_special_tokens).parameters
-    except (TypeError, ValueError):
-        return False
+#: Setup failures of the library (``langchain_selfrag.hf``) and of these recipes share one type.
+TrainingError = ModelSetupError
 
 
 # ---------------------------------------------------------------------------------------------
@@ -503,6 +398,7 @@ def train_sft(cfg: SFTRunConfig, *, records: Sequence[Mapping[str, Any]] | None 
         report_to="none",
         seed=cfg.seed,
         dataloader_num_workers=0,
+        ddp_find_unused_parameters=False,  # LoRA + token rows: every trainable parameter gets a gradient
         disable_tqdm=False,
     )
     trainer = _trainer_class()(
@@ -523,27 +419,31 @@ def train_sft(cfg: SFTRunConfig, *, records: Sequence[Mapping[str, Any]] | None 
     seconds = time.time() - start
     adapter_dir = out / "adapter"
     earlier = _earlier_seconds(adapter_dir) if last else 0.0
-    trainer.model.save_pretrained(str(adapter_dir), save_embedding_layers=False)
-    tokenizer.save_pretrained(str(adapter_dir))
+    n_procs = max(1, int(trainer.args.world_size))
     tokens_seen = int(sum(len(r) for r in train_ds["input_ids"]) * max(cfg.epochs, 0)) if cfg.max_steps < 0 else int(
-        trainer.state.global_step * cfg.batch_size * cfg.grad_accum * (sum(len(r) for r in train_ds["input_ids"]) / len(train_ds))
+        trainer.state.global_step * cfg.batch_size * cfg.grad_accum * n_procs
+        * (sum(len(r) for r in train_ds["input_ids"]) / len(train_ds))
     )
-    meta = {
-        "base_model": str(cfg.base_model),
-        "config": {k: v for k, v in asdict(cfg).items() if k != "extra"} | dict(cfg.extra),
-        "reflection_token_ids": ids,
-        "steps": trainer.state.global_step,
-        "train_loss": result.training_loss,
-        "seconds": round(seconds, 1),
-        "seconds_total": round(earlier + seconds, 1),
-        "examples": len(train_ds),
-        "dropped_too_long": dropped,
-        "tokens_seen_approx": tokens_seen,
-        "bf16": use_bf16,
-        "resumed_from": last,
-    }
-    (adapter_dir / META_FILE).write_text(json.dumps(meta, indent=1))
-    write_loss_curve(trainer.state.log_history, out)
+    if trainer.is_world_process_zero():  # with several processes, one writes the results
+        trainer.model.save_pretrained(str(adapter_dir), save_embedding_layers=False)
+        tokenizer.save_pretrained(str(adapter_dir))
+        meta = {
+            "base_model": str(cfg.base_model),
+            "config": {k: v for k, v in asdict(cfg).items() if k != "extra"} | dict(cfg.extra),
+            "reflection_token_ids": ids,
+            "steps": trainer.state.global_step,
+            "train_loss": result.training_loss,
+            "seconds": round(seconds, 1),
+            "seconds_total": round(earlier + seconds, 1),
+            "examples": len(train_ds),
+            "dropped_too_long": dropped,
+            "tokens_seen_approx": tokens_seen,
+            "processes": n_procs,
+            "bf16": use_bf16,
+            "resumed_from": last,
+        }
+        (adapter_dir / META_FILE).write_text(json.dumps(meta, indent=1))
+        write_loss_curve(trainer.state.log_history, out)
     return SFTResult(out, adapter_dir, trainer.state.global_step, result.training_loss, seconds, tokens_seen, dropped, ids)
 
 
@@ -559,22 +459,28 @@ def _earlier_seconds(adapter_dir: Path) -> float:
 def completion_loss(model, inputs) -> Any:
     """Mean cross-entropy over the labelled positions, with logits computed only there.
 
-    Most positions of a Self-RAG example (prompt, evidence) carry no label, so projecting only the
-    labelled hidden states through the LM head saves most of its cost. The head is called as a
-    module, so PEFT's trainable reflection-token rows take part (TRL's fused LM-head loss reads
-    ``lm_head.weight`` directly and would bypass them).
+    Most positions of a Self-RAG example (prompt, evidence) carry no label, so only the positions
+    whose next token is labelled in some row of the batch go through the LM head
+    (``logits_to_keep``). The loss goes through ``model``'s own forward, so a DDP-wrapped model
+    synchronises gradients, and the head runs as a module, so PEFT's trainable reflection-token
+    rows take part (TRL's fused LM-head loss reads ``lm_head.weight`` directly and would bypass them).
     """
+    import torch
     import torch.nn.functional as F
 
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
     labels = inputs["labels"]
-    hidden = base.model(input_ids=inputs["input_ids"], attention_mask=inputs.get("attention_mask")).last_hidden_state
     target = labels[:, 1:]
-    selected = target != IGNORE_INDEX
-    if not bool(selected.any()):
-        return hidden.sum() * 0.0
-    logits = base.get_output_embeddings()(hidden[:, :-1][selected])
-    return F.cross_entropy(logits.float(), target[selected])
+    labelled = target != IGNORE_INDEX
+    keep = labelled.any(0).nonzero().squeeze(1)  # positions p with a label at p + 1 in some row
+    if keep.numel() == 0:  # keep one position so every parameter stays in the graph (DDP)
+        keep = torch.zeros(1, dtype=torch.long, device=labels.device)
+    logits = model(
+        input_ids=inputs["input_ids"], attention_mask=inputs.get("attention_mask"), logits_to_keep=keep, use_cache=False
+    ).logits  # (batch, len(keep), vocab)
+    chosen = labelled[:, keep]
+    if not bool(chosen.any()):
+        return logits.sum() * 0.0
+    return F.cross_entropy(logits[chosen].float(), target[:, keep][chosen])
 
 
 def _trainer_class():

@@ -134,7 +134,7 @@ def base_answers(base_path, questions, retriever, *, with_passage: bool, max_new
 
 
 def main(argv=None) -> int:
-    from langchain_selfrag.testing import smollm2_gguf_path
+    from langchain_selfrag.smollm2 import smollm2_gguf_path
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True, help="the trained Self-RAG model (GGUF or HF dir)")

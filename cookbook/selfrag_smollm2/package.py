@@ -21,7 +21,7 @@ from pathlib import Path
 
 from langchain_selfrag import bundled
 from langchain_selfrag.prompts import build_instruction, format_prompt
-from langchain_selfrag.testing import SMOLLM2_GGUF_NAME, smollm2_gguf_path
+from langchain_selfrag.smollm2 import SMOLLM2_GGUF_NAME, smollm2_gguf_path
 from training.export import compare_backends, export_gguf, export_merged, pack_adapter
 from training.qa_data import load_instructions, load_squad
 

@@ -78,7 +78,7 @@ def default_model() -> str:
             return str(path)
     except ImportError:
         pass
-    from ..testing import smollm2_gguf_path
+    from ..smollm2 import smollm2_gguf_path
 
     path = smollm2_gguf_path()
     if path is None:

@@ -117,7 +117,7 @@ def default_model_path() -> str:
         path = None
     if path is not None:
         return str(path)
-    from ..testing import smollm2_gguf_path
+    from ..smollm2 import smollm2_gguf_path
 
     path = smollm2_gguf_path()
     if path is None:

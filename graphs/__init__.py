@@ -1,1 +1,0 @@
-"""LangGraph server entry points (see ``langgraph.json``)."""
