@@ -150,6 +150,20 @@ def test_bm25_ranks_the_matching_passage_first():
     assert bm25("zzz unknown", 3) == []
 
 
+def test_bm25_scores_follow_the_okapi_formula_with_lucene_idf():
+    import math
+
+    passages = [Passage("1", "x", "river river bank"), Passage("2", "y", "bank"), Passage("3", "", "the of")]
+    k1, b, avg = 1.5, 0.75, (4 + 2 + 0) / 3  # lengths count title terms and skip stop words
+
+    def term(tf: int, df: int, length: int) -> float:
+        return math.log(1 + (3 - df + 0.5) / (df + 0.5)) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avg))
+
+    got = BM25Retriever(passages).scores("river river bank?")  # a repeated query term counts once
+    assert got == pytest.approx({0: term(2, 1, 4) + term(1, 2, 4), 1: term(1, 2, 2)}, rel=1e-12)
+    assert BM25Retriever([Passage("1", "", "the of")]).scores("the river") == {}
+
+
 # -- labels ------------------------------------------------------------------------------------
 def test_gold_labeller_rules():
     gold = GoldLabeller()

@@ -1,11 +1,11 @@
-"""A small dependency-free BM25 retriever over :class:`~training.qa_data.Passage` objects."""
+"""BM25 retrieval over :class:`~training.qa_data.Passage` objects, scored by the ``bm25s`` library."""
 
 from __future__ import annotations
 
-import math
 import re
-from collections import Counter
 from collections.abc import Sequence
+
+import bm25s
 
 from .qa_data import Passage
 
@@ -18,42 +18,35 @@ _STOP = frozenset(
 
 def terms(text: str) -> list[str]:
     """Lower-case word tokens without common stop words."""
+    # Own tokeniser: bm25s.tokenize drops one-character words and has another stop list.
     return [w for w in _WORD.findall(text.lower()) if w not in _STOP]
 
 
 class BM25Retriever:
-    """Okapi BM25 (k1=1.5, b=0.75) with title + text as the document. Callable as ``(query, k)``."""
+    """Okapi BM25 (k1=1.5, b=0.75) with title + text as the document. Callable as ``(query, k)``.
+
+    Per query term: ``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avg_len))`` with
+    ``idf = log(1 + (N - df + 0.5) / (df + 0.5))``: bm25s ``method="atire"``, ``idf_method="lucene"``, float64.
+    """
 
     def __init__(self, passages: Sequence[Passage], *, k1: float = 1.5, b: float = 0.75) -> None:
         if not passages:
             raise ValueError("BM25Retriever needs at least one passage")
         self.passages = list(passages)
         self.k1, self.b = k1, b
-        self._tf = [Counter(terms(f"{p.title} {p.text}")) for p in self.passages]
-        self._len = [sum(tf.values()) for tf in self._tf]
-        self._avg = sum(self._len) / len(self._len) or 1.0
-        df: Counter[str] = Counter()
-        for tf in self._tf:
-            df.update(tf.keys())
-        n = len(self.passages)
-        self._idf = {t: math.log(1 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
-        self._postings: dict[str, list[int]] = {}
-        for i, tf in enumerate(self._tf):
-            for t in tf:
-                self._postings.setdefault(t, []).append(i)
+        docs = [terms(f"{p.title} {p.text}") for p in self.passages]
+        self._index = bm25s.BM25(k1=k1, b=b, method="atire", idf_method="lucene", dtype="float64")
+        if any(docs):  # with no term at all the average length is 0, which bm25s divides by
+            self._index.index(docs, create_empty_token=False, show_progress=False)
 
     def scores(self, query: str) -> dict[int, float]:
         """BM25 score of every passage sharing a term with ``query`` (index -> score)."""
-        out: dict[int, float] = {}
-        for t in set(terms(query)):
-            idf = self._idf.get(t)
-            if idf is None:
-                continue
-            for i in self._postings[t]:
-                tf = self._tf[i][t]
-                denom = tf + self.k1 * (1 - self.b + self.b * self._len[i] / self._avg)
-                out[i] = out.get(i, 0.0) + idf * tf * (self.k1 + 1) / denom
-        return out
+        vocab = getattr(self._index, "vocab_dict", {})
+        ids = [vocab[t] for t in dict.fromkeys(terms(query)) if t in vocab]  # each query term counts once
+        if not ids:
+            return {}
+        scores = self._index.get_scores_from_ids(ids)
+        return {int(i): float(scores[i]) for i in scores.nonzero()[0]}
 
     def search(self, query: str, k: int = 5) -> list[tuple[Passage, float]]:
         """Top ``k`` passages with scores, best first (ties broken by corpus order)."""

@@ -1,34 +1,28 @@
-"""Small, dependency-free evaluation metrics."""
+"""Evaluation metrics for the recipes: ROC AUC (scikit-learn) with a grouped bootstrap interval."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+from sklearn.metrics import roc_auc_score
+
+
+def _binary(labels: Sequence[bool | int]) -> np.ndarray:
+    return np.asarray([bool(y) for y in labels], dtype=bool)
+
 
 def roc_auc(scores: Sequence[float], labels: Sequence[bool | int]) -> float:
-    """Area under the ROC curve (Mann-Whitney U with average ranks for ties).
+    """Area under the ROC curve (ties count one half, as with average ranks).
 
     Raises ValueError when one class is missing, where the AUC is undefined.
     """
     if len(scores) != len(labels):
         raise ValueError("scores and labels differ in length")
-    pos = sum(1 for y in labels if y)
-    neg = len(labels) - pos
-    if pos == 0 or neg == 0:
+    y = _binary(labels)
+    if y.all() or not y.any():
         raise ValueError("ROC AUC needs both positive and negative examples")
-    order = sorted(range(len(scores)), key=lambda i: scores[i])
-    ranks = [0.0] * len(scores)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and scores[order[j + 1]] == scores[order[i]]:
-            j += 1
-        avg = (i + j) / 2 + 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = avg
-        i = j + 1
-    rank_sum = sum(r for r, y in zip(ranks, labels) if y)
-    return (rank_sum - pos * (pos + 1) / 2) / (pos * neg)
+    return float(roc_auc_score(y, np.asarray(scores, dtype=float)))
 
 
 def bootstrap_auc_interval(
@@ -45,27 +39,25 @@ def bootstrap_auc_interval(
     Resamples whole ``groups`` (for example every passage scored for one question) when given,
     else single items; resamples with only one class are skipped.
     """
-    import random
-
     if len(scores) != len(labels) or (groups is not None and len(groups) != len(labels)):
         raise ValueError("scores, labels and groups differ in length")
+    y, s = _binary(labels), np.asarray(scores, dtype=float)
     keys = list(groups) if groups is not None else list(range(len(labels)))
     members: dict[object, list[int]] = {}
     for i, key in enumerate(keys):
         members.setdefault(key, []).append(i)
-    clusters = list(members.values())
-    rng = random.Random(seed)
+    clusters = [np.asarray(m) for m in members.values()]
+    # Own loop: scipy.stats.bootstrap cannot skip resamples whose AUC is undefined (NaN makes its interval NaN).
     aucs = []
-    for _ in range(rounds):
-        picked = [i for _ in clusters for i in rng.choice(clusters)]
-        ys = [labels[i] for i in picked]
-        if 0 < sum(1 for y in ys if y) < len(ys):
-            aucs.append(roc_auc([scores[i] for i in picked], ys))
+    for picks in np.random.default_rng(seed).integers(len(clusters), size=(rounds, len(clusters))):
+        idx = np.concatenate([clusters[j] for j in picks])
+        if y[idx].any() and not y[idx].all():
+            aucs.append(roc_auc_score(y[idx], s[idx]))
     if not aucs:
         raise ValueError("no bootstrap resample had both classes")
-    aucs.sort()
     tail = (1 - level) / 2
-    return aucs[int(tail * (len(aucs) - 1))], aucs[int(round((1 - tail) * (len(aucs) - 1)))]
+    low, high = np.quantile(aucs, [tail, 1 - tail])
+    return float(low), float(high)
 
 
 def accuracy(predicted: Sequence[object], gold: Sequence[object]) -> float:

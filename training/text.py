@@ -1,26 +1,28 @@
-"""Pure text helpers: answer normalisation, containment, sentence splitting and passage chunking."""
+"""Pure text helpers: answer containment, sentence splitting and passage chunking."""
 
 from __future__ import annotations
 
-import re
-import string
 from collections.abc import Iterable, Sequence
 
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_SENT_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
-_ABBREV = re.compile(r"(?:\b[A-Z][a-z]{0,3}|\b[A-Z]|\be\.g|\bi\.e|\bvs|\bc|\bca|\bNo|\bSt|\bMt|\bDr|\bMr|\bMrs)\.$")
+from langchain_text_splitters import RecursiveCharacterTextSplitter
 
+from langchain_selfrag.evaluation.metrics import normalize_answer
 
-def normalize_answer(text: str) -> str:
-    """SQuAD normalisation: lower case, no punctuation, no articles, single spaces."""
-    text = text.lower()
-    text = "".join(ch for ch in text if ch not in set(string.punctuation))
-    text = _ARTICLES.sub(" ", text)
-    return " ".join(text.split())
+# A boundary is ``.``, ``!`` or ``?`` (plus closing quotes/brackets) and white space before an upper-case letter,
+# digit or opening quote, unless the dot ends an initial or a short abbreviation (``Dr.``, ``No.``, ``e.g.``, ``vs.``).
+_BOUNDARY = (
+    r"(?<=[.!?])(?<!\b[A-Zc]\.)(?<!\b(?:[A-Z][a-z]|vs|ca)\.)(?<!\b(?:[A-Z][a-z]{2}|e\.g|i\.e)\.)(?<!\b[A-Z][a-z]{3}\.)"
+    r"[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])"
+)
+# chunk_size=1 keeps every sentence a chunk of its own (nothing is merged).
+_SENTENCES = RecursiveCharacterTextSplitter(
+    separators=[_BOUNDARY], is_separator_regex=True, keep_separator="end", chunk_size=1, chunk_overlap=0
+)
 
 
 def contains_answer(text: str, answers: Iterable[str]) -> bool:
-    """True if any normalised answer occurs in the normalised text (the paper's "match")."""
+    """True if any normalised answer occurs as whole words in the normalised text."""
+    # Not evaluation.metrics.match: that is plain substring containment ("Paris" in "Parisian").
     norm = f" {normalize_answer(text)} "
     for answer in answers:
         a = normalize_answer(answer)
@@ -31,6 +33,7 @@ def contains_answer(text: str, answers: Iterable[str]) -> bool:
 
 def token_overlap(answer: str, text: str) -> float:
     """Fraction of the answer's normalised tokens that occur in ``text``."""
+    # Recall only: evaluation.metrics.token_f1 also counts precision and repeated tokens.
     tokens = normalize_answer(answer).split()
     if not tokens:
         return 0.0
@@ -39,26 +42,8 @@ def token_overlap(answer: str, text: str) -> float:
 
 
 def split_sentences(text: str) -> list[str]:
-    """Split text into sentences with a small rule-based splitter (no model download needed).
-
-    Splits after ``.``, ``!`` or ``?`` followed by white space and an upper-case letter, digit or
-    opening quote, except after common abbreviations and initials.
-    """
-    text = " ".join(text.split())
-    if not text:
-        return []
-    out: list[str] = []
-    start = 0
-    for match in _SENT_END.finditer(text):
-        candidate = text[start : match.start()].rstrip()
-        if _ABBREV.search(candidate):
-            continue
-        out.append(text[start : match.end()].strip())
-        start = match.end()
-    tail = text[start:].strip()
-    if tail:
-        out.append(tail)
-    return [s for s in out if s]
+    """Split text into sentences with a rule-based splitter (no model download needed)."""
+    return [s.strip() for s in _SENTENCES.split_text(" ".join(text.split()))]
 
 
 def chunk_sentences(sentences: Sequence[str], max_chars: int) -> list[tuple[int, int]]:
@@ -66,6 +51,7 @@ def chunk_sentences(sentences: Sequence[str], max_chars: int) -> list[tuple[int,
 
     Returns ``(first, last_exclusive)`` sentence index ranges covering every sentence once.
     """
+    # Own loop: text splitters return chunk texts, and load_squad needs sentence ranges to place answer spans.
     if max_chars < 1:
         raise ValueError("max_chars must be positive")
     ranges: list[tuple[int, int]] = []
@@ -84,5 +70,6 @@ def chunk_sentences(sentences: Sequence[str], max_chars: int) -> list[tuple[int,
 
 def truncate_words(text: str, max_words: int) -> str:
     """The first ``max_words`` words of ``text`` (unchanged when shorter)."""
+    # Own two lines: text splitters cut by characters or tokens, not by a word count.
     words = text.split()
     return text if len(words) <= max_words else " ".join(words[:max_words])
