@@ -1,22 +1,39 @@
 # Two commands do everything (see README):
 #   make demo   create .venv, install, index docs/ into the embedded Chroma store and ask a question
 #   make test   create .venv, install, run the test suite
+# CI also runs `make test-floors`: every dependency at its declared floor, fast tests only.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 # The CPU wheel of torch; on a GPU machine run: make TORCH_SPEC=torch install
 TORCH_SPEC ?= torch==2.13.0
+# The llama-cpp-python release the backend is tested against (pyproject pins the range).
+LLAMA_CPP_SPEC ?= llama-cpp-python==0.3.36
+WHEELS := build/wheels
+# llama.cpp repacks weights for AMX when the compiler targets it (-march=native on Sapphire Rapids
+# and later), and that path crashes in the first llama_decode (measured with 0.3.36): build without it.
+ifeq ($(shell uname -m),x86_64)
+LLAMA_CMAKE_ARGS ?= -DCMAKE_C_FLAGS='-mno-amx-tile -mno-amx-int8 -mno-amx-bf16' -DCMAKE_CXX_FLAGS='-mno-amx-tile -mno-amx-int8 -mno-amx-bf16'
+endif
 STORE ?= .selfrag/store
 QUESTION ?= How does Self-RAG decide whether to retrieve passages?
 PYTEST_ARGS ?=
+FLOORS_VENV ?= .venv-floors
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test test-floors bench clean
 
-$(BIN)/.installed: pyproject.toml
+# Built once per checkout and shared by both venvs; --no-cache-dir keeps pip's wheel cache (which
+# ignores CMAKE_ARGS) from handing back a build made with other flags.
+$(WHEELS)/.llama:
+	mkdir -p $(WHEELS)
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PYTHON) -m pip wheel --quiet --no-deps --no-cache-dir -w $(WHEELS) "$(LLAMA_CPP_SPEC)"
+	touch $@
+
+$(BIN)/.installed: pyproject.toml $(WHEELS)/.llama
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/pip install --quiet -e ".[test]" "$(TORCH_SPEC)"
+	$(BIN)/pip install --quiet --find-links $(WHEELS) -e ".[test]" "$(TORCH_SPEC)" "$(LLAMA_CPP_SPEC)"
 	touch $@
 
 install: $(BIN)/.installed
@@ -28,8 +45,20 @@ demo: install
 test: install
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# Every dependency at the floor pyproject.toml declares (.ci/min_versions.py), then the fast tests.
+$(FLOORS_VENV)/.installed: pyproject.toml .ci/min_versions.py $(WHEELS)/.llama
+	rm -rf $(FLOORS_VENV)
+	$(PYTHON) -m venv $(FLOORS_VENV)
+	$(FLOORS_VENV)/bin/pip install --quiet --upgrade pip
+	$(PYTHON) .ci/min_versions.py > $(FLOORS_VENV)/floors.txt
+	$(FLOORS_VENV)/bin/pip install --quiet --find-links $(WHEELS) -c $(FLOORS_VENV)/floors.txt -e ".[test]"
+	touch $@
+
+test-floors: $(FLOORS_VENV)/.installed
+	HF_HUB_OFFLINE=1 $(FLOORS_VENV)/bin/python -m pytest -m "not slow" -q $(PYTEST_ARGS)
+
 bench: install
 	$(BIN)/python benchmarks/critique_speed.py
 
 clean:
-	rm -rf $(VENV) .selfrag .pytest_cache
+	rm -rf $(VENV) $(FLOORS_VENV) $(WHEELS) .selfrag .pytest_cache

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,9 @@ class LlamaCppReflectionLM(ReflectionLMBase):
             )
         except (ValueError, RuntimeError) as exc:
             raise ReflectionLMError(f"llama.cpp could not load {path}: {exc}") from exc
+        # Free the llama.cpp objects at interpreter exit while llama_cpp's module globals still exist;
+        # left to Llama.__del__ during teardown they can meet half-destroyed modules.
+        self._finalizer = weakref.finalize(self, self.llm.close)
         self._lib = llama_cpp
         self.model_path = path
         self.n_vocab = self.llm.n_vocab()
@@ -304,5 +308,5 @@ class LlamaCppReflectionLM(ReflectionLMBase):
         return results
 
     def close(self) -> None:
-        """Free the llama.cpp context."""
-        self.llm.close()
+        """Free the llama.cpp model and contexts (also done once at interpreter exit)."""
+        self._finalizer()
