@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from .base import Generation, ReflectionLM, ReflectionLMBase, ReflectionLMError, ReflectionPoint
 
-Backend = Literal["auto", "llamacpp", "transformers"]
+Backend = Literal["auto", "llamacpp", "transformers", "openai"]
 
 __all__ = [
     "Generation",
@@ -16,17 +16,26 @@ __all__ = [
     "ReflectionLMBase",
     "ReflectionLMError",
     "ReflectionPoint",
+    "is_url",
     "load_reflection_lm",
     "resolve_backend",
 ]
 
 
+def is_url(path_or_id: str | os.PathLike) -> bool:
+    """True for an ``http://`` or ``https://`` address (a remote completions server)."""
+    return isinstance(path_or_id, str) and path_or_id.lower().startswith(("http://", "https://"))
+
+
 def resolve_backend(path_or_id: str | os.PathLike, backend: Backend = "auto") -> str:
-    """``llamacpp`` for a ``.gguf`` file (or a folder holding only GGUF weights), else ``transformers``."""
-    if backend not in ("auto", "llamacpp", "transformers"):
-        raise ValueError(f"backend must be auto, llamacpp or transformers, not {backend!r}")
+    """``openai`` for an http(s) URL, ``llamacpp`` for a ``.gguf`` file (or a folder holding only
+    GGUF weights), else ``transformers``."""
+    if backend not in ("auto", "llamacpp", "transformers", "openai"):
+        raise ValueError(f"backend must be auto, llamacpp, transformers or openai, not {backend!r}")
     if backend != "auto":
         return backend
+    if is_url(path_or_id):
+        return "openai"
     path = Path(path_or_id)
     if path.suffix == ".gguf":
         return "llamacpp"
@@ -38,9 +47,16 @@ def resolve_backend(path_or_id: str | os.PathLike, backend: Backend = "auto") ->
 def load_reflection_lm(path_or_id: str | os.PathLike, backend: Backend = "auto", **options: Any) -> ReflectionLMBase:
     """Load a Self-RAG reflection LM, picking the backend from the path unless told.
 
-    Options go to :class:`LlamaCppReflectionLM` or :class:`TransformersReflectionLM`.
+    Options go to :class:`LlamaCppReflectionLM`, :class:`TransformersReflectionLM` or, for an
+    ``http(s)://host:port/v1`` URL (backend ``openai``), :class:`RemoteReflectionLM`.
     """
     chosen = resolve_backend(path_or_id, backend)
+    if chosen == "openai":
+        if not is_url(path_or_id):
+            raise ReflectionLMError(f"backend 'openai' needs an http(s):// URL, not {str(path_or_id)!r}")
+        from .remote_lm import RemoteReflectionLM
+
+        return RemoteReflectionLM(str(path_or_id), **options)
     path = Path(path_or_id)
     looks_local = path.suffix == ".gguf" or str(path_or_id).startswith((".", "/", "~"))
     if looks_local and not path.expanduser().exists():
