@@ -30,6 +30,13 @@ class SelfRAGConfig:
     abstain_isrel, abstain_issup: the bar a retrieved candidate must reach on IsRel and IsSup, or
       the answer is an abstention (set both to 0 to never abstain).
     closed_set: aggregate identical answers across passages (options / true-false tasks).
+    max_passage_tokens: cap on the tokens of one passage's text in an evidence prompt; longer
+      passages are cut with the model's own tokenizer (the title is kept) and marked
+      ``truncated`` in the trace. None (default): as many as fit, i.e. the model's context length
+      minus the prompt (question, earlier segments, markup, title), ``max_new_tokens`` and 16
+      reserved tokens per segment, split evenly over the segments still to come in long form.
+      Chosen so that the paper's short passages always go in whole while no passage can overflow
+      the context; a number only lowers that (to save time per prompt), never raises it.
     """
 
     mode: RetrievalMode = "adaptive"
@@ -47,6 +54,7 @@ class SelfRAGConfig:
     abstain_isrel: float = 0.0
     abstain_issup: float = 0.0
     closed_set: bool = False
+    max_passage_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in ("adaptive", "always", "never"):
@@ -55,6 +63,9 @@ class SelfRAGConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, not {value!r}")
+        limit = self.max_passage_tokens
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ConfigError(f"max_passage_tokens must be a positive integer or None, not {limit!r}")
         for name in ("threshold", "abstain_isrel", "abstain_issup"):
             value = getattr(self, name)
             if not 0.0 <= float(value) <= 1.0:

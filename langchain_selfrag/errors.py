@@ -32,6 +32,26 @@ class QuestionTooLongError(InvalidInputError):
         self.limit = limit
 
 
+class QuestionExceedsContextError(QuestionTooLongError):
+    """The question's prompt and its answer cannot fit the model's context, even without passages.
+
+    Raised before any decoding; passages never cause it (they are cut to fit, see
+    ``max_passage_tokens``).
+    """
+
+    def __init__(self, prompt_tokens: int, answer_tokens: int, context_length: int) -> None:
+        InvalidInputError.__init__(
+            self,
+            f"the question's prompt has {prompt_tokens} tokens and its answer needs {answer_tokens} more "
+            f"(max_new_tokens per segment plus reserved tokens): {prompt_tokens + answer_tokens} tokens, "
+            f"more than the model's context of {context_length}; shorten the question, lower max_new_tokens "
+            "or load the model with a larger context (n_ctx)",
+        )
+        self.length = self.prompt_tokens = prompt_tokens
+        self.answer_tokens = answer_tokens
+        self.limit = self.context_length = context_length
+
+
 class StoreError(SelfRAGError):
     """A vector store could not be opened or written."""
 

@@ -1,7 +1,9 @@
 """Candidate passages for evaluation questions: the given ``ctxs`` or a pooled Chroma collection.
 
-The pooled collection holds every passage of the data set's own corpus once. It is persisted under
-the run directory, keyed by a hash of the corpus, so a resumed run does not embed it again.
+The pooled collection holds every passage of the data set's own corpus once, chunked with the
+splitter and chunk sizes of ``selfrag index`` (:func:`langchain_selfrag.retrieval.split_documents`),
+so a long document becomes several passages. It is persisted under the run directory, keyed by a
+hash of the corpus and the chunk sizes, so a resumed run does not embed it again.
 Queries are embedded in batches and looked up once per question; every system then sees the same
 ranked candidates (plain RAG the first, Self-RAG the first ``k``).
 """
@@ -9,6 +11,7 @@ ranked candidates (plain RAG the first, Self-RAG the first ``k``).
 from __future__ import annotations
 
 import hashlib
+import inspect
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,7 +20,15 @@ from typing import Any
 from langchain_core.documents import Document
 from tqdm.auto import tqdm
 
+from ..retrieval import split_documents
 from .loaders import Example, Passage
+
+#: Chunk sizes of the pooled collection: the defaults of ``selfrag index`` (``split_documents``).
+CHUNK_SIZES: dict[str, int] = {
+    name: param.default
+    for name, param in inspect.signature(split_documents).parameters.items()
+    if name in ("chunk_size", "chunk_overlap")
+}
 
 
 class RetrievalSetupError(RuntimeError):
@@ -63,27 +74,39 @@ def corpus_key(corpus: Sequence[Passage]) -> str:
     return digest.hexdigest()[:16]
 
 
+def corpus_chunks(corpus: Sequence[Passage]) -> list[tuple[str, Document]]:
+    """(id, chunk) pairs of ``corpus``, split as ``selfrag index`` splits files (:data:`CHUNK_SIZES`);
+    ids are ``N-M`` (passage N, chunk M) and each chunk keeps its passage's title and id."""
+    out = []
+    for n, p in enumerate(corpus):
+        doc = Document(page_content=p.text, metadata={"title": p.title, "id": p.id})
+        out.extend((f"{n}-{c.metadata['chunk']}", c) for c in split_documents([doc], **CHUNK_SIZES))
+    return out
+
+
 def pooled_store(corpus: Sequence[Passage], directory: Path, embeddings: Any, batch_size: int = 64) -> Any:
-    """A persistent Chroma collection of ``corpus`` under ``directory`` (built once, then reused)."""
+    """A persistent Chroma collection of ``corpus``, chunked (:func:`corpus_chunks`), under
+    ``directory`` (built once, then reused)."""
     if not corpus:
         raise RetrievalSetupError("the data set has no passages to pool; use --retrieval given or pass --corpus")
     from langchain_chroma import Chroma
 
     directory.mkdir(parents=True, exist_ok=True)
+    sizes = f"{CHUNK_SIZES['chunk_size']}-{CHUNK_SIZES['chunk_overlap']}"
     store = Chroma(
-        collection_name=f"eval-{corpus_key(corpus)}",
+        collection_name=f"eval-{corpus_key(corpus)}-{sizes}",
         embedding_function=embeddings,
         persist_directory=str(directory),
         collection_metadata={"hnsw:space": "cosine"},
     )
     have = set(store.get(include=[])["ids"])
-    todo = [(str(i), p) for i, p in enumerate(corpus) if str(i) not in have]
+    todo = [(i, doc) for i, doc in corpus_chunks(corpus) if i not in have]
     for start in tqdm(range(0, len(todo), batch_size), desc="index passages", unit="batch", disable=not todo):
-        chunk = todo[start : start + batch_size]
+        batch = todo[start : start + batch_size]
         store.add_texts(
-            texts=[p.text for _, p in chunk],
-            metadatas=[{"title": p.title, "id": p.id} for _, p in chunk],
-            ids=[i for i, _ in chunk],
+            texts=[doc.page_content for _, doc in batch],
+            metadatas=[doc.metadata for _, doc in batch],
+            ids=[i for i, _ in batch],
         )
     return store
 

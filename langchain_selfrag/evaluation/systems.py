@@ -20,6 +20,7 @@ from typing import Any
 from langchain_core.documents import Document
 
 from .. import tokens as T
+from ..passage_budget import EvidenceFitter
 from ..prompts import build_instruction, format_prompt, with_evidence
 from .loaders import Example
 from .metrics import choose_option
@@ -85,18 +86,24 @@ def chain_input(example: Example, passages: list[Document] | None) -> dict[str, 
     }
 
 
-def plain_rag_prompt(example: Example, passage: Document | None) -> str:
-    """Self-RAG prompt for the example, with the passage appended as evidence when there is one."""
+def plain_rag_prompt(example: Example, passage: Document | None, fitter: EvidenceFitter | None = None) -> str:
+    """Self-RAG prompt for the example, with the passage appended as evidence when there is one
+    (cut to fit the model's context by ``fitter``, as Self-RAG cuts it)."""
     prompt = format_prompt(build_instruction(example.question, example.instruction, example.options))
     if passage is None:
         return prompt
-    return with_evidence(prompt, passage.metadata.get("title", ""), passage.page_content)
+    title = passage.metadata.get("title", "")
+    if fitter is not None:
+        return fitter.prompt(prompt, title, passage.page_content)[0]
+    return with_evidence(prompt, title, passage.page_content)
 
 
 def run_plain_rag(lm: Any, example: Example, passages: list[Document], max_new_tokens: int) -> dict[str, Any]:
-    """Plain RAG: the top-1 passage as evidence, one greedy generation, reflection tokens stripped."""
+    """Plain RAG: the top-1 passage as evidence (cut to fit the context), one greedy generation,
+    reflection tokens stripped."""
     top = passages[0] if passages else None
-    gen = lm.generate([plain_rag_prompt(example, top)], max_new_tokens=max_new_tokens)[0]
+    prompt = plain_rag_prompt(example, top, EvidenceFitter(lm, max_new_tokens))
+    gen = lm.generate([prompt], max_new_tokens=max_new_tokens)[0]
     return {
         "answer": T.strip_reflection_tokens(gen.text),
         "abstained": False,
@@ -147,7 +154,7 @@ def prediction_record(
 
 
 def _slim_trace(entry: Mapping[str, Any], chars: int) -> dict[str, Any]:
-    keys = ("passage", "isrel", "issup", "isuse", "seq_prob", "score", "dropped", "selected")
+    keys = ("passage", "isrel", "issup", "isuse", "seq_prob", "score", "dropped", "selected", "truncated")
     out = {k: entry.get(k) for k in keys}
     out["text"] = T.strip_reflection_tokens(str(entry.get("text") or ""))[:chars]
     return out

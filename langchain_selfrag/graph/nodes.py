@@ -31,7 +31,8 @@ from langgraph.runtime import Runtime, get_runtime
 from .. import scoring as S
 from .. import tokens as T
 from ..errors import EmptyQuestionError, InvalidInputError, QuestionTooLongError
-from ..prompts import build_instruction, format_prompt, with_evidence, without_retrieval
+from ..passage_budget import EvidenceFitter, FittedPassage, check_prompt_fits
+from ..prompts import build_instruction, format_prompt, without_retrieval
 from ..retrieval import afetch_documents, document_title, fetch_documents
 from .context import SelfRAGContext, lm_lock, resolve_context
 from .state import Beam, Candidate, SelfRAGState
@@ -63,7 +64,9 @@ def _alive(state: Mapping[str, Any]) -> list[Beam]:
 def prepare(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, Any]:
     """Validate the question, build the Self-RAG prompt and reset the search.
 
-    Raises EmptyQuestionError, QuestionTooLongError or InvalidInputError on bad input.
+    Raises EmptyQuestionError, QuestionTooLongError or InvalidInputError on bad input, and
+    QuestionExceedsContextError (before any decoding) when the prompt plus ``max_new_tokens`` per
+    segment cannot fit the model's context even without passages.
     """
     ctx = _ctx(runtime)
     question = state.get("question")
@@ -87,6 +90,9 @@ def prepare(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, 
     # build_instruction neutralises the question and options; the instruction is untrusted too.
     task = T.neutralise(instruction) if instruction else None
     prompt = format_prompt(build_instruction(question.strip(), task, options or None))
+    segments = ctx.config.max_segments if ctx.config.long_form else 1
+    with lm_lock(ctx.lm):
+        check_prompt_fits(ctx.lm, prompt, ctx.config.max_new_tokens, segments=segments)
     root: Beam = {"id": 0, "prefix": "", "segments": [], "score_sum": 0.0, "done": False,
                   "need_retrieval": False, "evidence": [], "last_stop": None}
     return {
@@ -263,7 +269,8 @@ def _continuation_prompt(state: Mapping[str, Any], beam: Beam) -> str:
     return base
 
 
-def _candidate(gen: Any, *, beam: Beam, depth: int, passage: int | None, prompt: str) -> Candidate:
+def _candidate(gen: Any, *, beam: Beam, depth: int, passage: int | None, prompt: str,
+               fitted: FittedPassage | None = None) -> Candidate:
     raw = gen.text
     if gen.stop_reason == "retrieval" and raw.endswith(T.RETRIEVAL):
         raw = raw[: -len(T.RETRIEVAL)]
@@ -284,6 +291,9 @@ def _candidate(gen: Any, *, beam: Beam, depth: int, passage: int | None, prompt:
             for p in gen.reflections
         ],
         "stop_reason": gen.stop_reason,
+        "truncated": bool(fitted and fitted.truncated),
+        "passage_tokens": fitted.tokens if fitted else None,
+        "passage_tokens_total": fitted.total if fitted else None,
         "dropped": False,
         "selected": False,
     }
@@ -295,29 +305,40 @@ def generate(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str,
     Evidence prompts are ``with_evidence(prompt + prefix, title, text)`` and are generated with
     ``first_candidates=([Irrelevant], [Relevant])`` so IsRel comes out of the same pass. Short form
     generates the whole answer; long form stops at the model's ``[Retrieval]`` token.
+
+    A passage text longer than its token budget (``max_passage_tokens``, by default what fits the
+    model's context; see :mod:`langchain_selfrag.passage_budget`) is cut with the model's own
+    tokenizer, the title kept; its candidate says ``truncated`` with the kept and total token counts.
     """
     ctx = _ctx(runtime)
     cfg = ctx.config
     depth = state.get("depth", 0)
     passages = state.get("passages") or []
-    evidence_jobs: list[tuple[Beam, int, str]] = []
+    segments = max(cfg.max_segments - depth, 1) if cfg.long_form else 1
+    fitter = EvidenceFitter(ctx.lm, cfg.max_new_tokens, segments=segments, limit=cfg.max_passage_tokens)
+    evidence_jobs: list[tuple[Beam, int, str, FittedPassage | None]] = []
     plain_jobs: list[tuple[Beam, str]] = []
-    for beam in _alive(state):
-        if beam.get("need_retrieval") and beam.get("evidence"):
-            base = state["prompt"] + beam.get("prefix", "")
-            for i in beam["evidence"]:
-                doc = passages[i]
-                evidence_jobs.append((beam, i, with_evidence(base, document_title(doc), doc.page_content)))
-        else:
-            plain_jobs.append((beam, _continuation_prompt(state, beam)))
+    with lm_lock(ctx.lm):
+        for beam in _alive(state):
+            if beam.get("need_retrieval") and beam.get("evidence"):
+                base = state["prompt"] + beam.get("prefix", "")
+                for i in beam["evidence"]:
+                    doc = passages[i]
+                    prompt, fitted = fitter.prompt(base, document_title(doc), doc.page_content)
+                    evidence_jobs.append((beam, i, prompt, fitted))
+                    if fitted is not None and fitted.truncated:
+                        _emit(runtime, "passage_truncated", depth=depth, beam=beam["id"], passage=i,
+                              kept_tokens=fitted.tokens, total_tokens=fitted.total)
+            else:
+                plain_jobs.append((beam, _continuation_prompt(state, beam)))
     stop = cfg.long_form
     candidates: list[Candidate] = []
     with lm_lock(ctx.lm):
         if evidence_jobs:
-            gens = ctx.lm.generate([p for _, _, p in evidence_jobs], max_new_tokens=cfg.max_new_tokens,
+            gens = ctx.lm.generate([p for _, _, p, _ in evidence_jobs], max_new_tokens=cfg.max_new_tokens,
                                    first_candidates=ISREL, stop_at_retrieval=stop)
-            for (beam, i, prompt), gen in zip(evidence_jobs, gens):
-                candidates.append(_candidate(gen, beam=beam, depth=depth, passage=i, prompt=prompt))
+            for (beam, i, prompt, fitted), gen in zip(evidence_jobs, gens):
+                candidates.append(_candidate(gen, beam=beam, depth=depth, passage=i, prompt=prompt, fitted=fitted))
         if plain_jobs:
             gens = ctx.lm.generate([p for _, p in plain_jobs], max_new_tokens=cfg.max_new_tokens,
                                    stop_at_retrieval=stop)
@@ -483,6 +504,9 @@ def _public(cand: Mapping[str, Any], selected: set[int]) -> dict[str, Any]:
         "selected": cand.get("id") in selected,
         "depth": cand.get("depth", 0),
         "stop_reason": cand.get("stop_reason"),
+        "truncated": bool(cand.get("truncated")),
+        "passage_tokens": cand.get("passage_tokens"),
+        "passage_tokens_total": cand.get("passage_tokens_total"),
         "reflections": cand.get("reflections", []),
     }
 

@@ -51,6 +51,9 @@ class Candidate(TypedDict, total=False):
     isuse_probs: dict[str, float] | None
     reflections: list[dict[str, Any]]
     stop_reason: str
+    truncated: bool
+    passage_tokens: int | None
+    passage_tokens_total: int | None
     isrel: float | None
     issup: float | None
     isuse: float | None

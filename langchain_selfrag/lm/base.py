@@ -95,6 +95,14 @@ class ReflectionLMBase(ABC):
     #: through them one by one, so that ``generate`` can finish each before the next starts.
     generates_in_batches: bool = True
 
+    @property
+    def context_length(self) -> int | None:
+        """Tokens the model can hold at once (prompt plus generation); None when unknown.
+
+        The graph cuts passages to fit it (``max_passage_tokens``); backends override it.
+        """
+        return None
+
     # -- what a backend provides -------------------------------------------------------------
     @abstractmethod
     def tokenize(self, text: str, *, add_bos: bool) -> list[int]:

@@ -109,6 +109,11 @@ class LlamaCppReflectionLM(ReflectionLMBase):
         self._init_reflection_vocab()
         self._groups = self._group_ids()
 
+    @property
+    def context_length(self) -> int:
+        """The ``n_ctx`` the model was loaded with (not its training length)."""
+        return int(self.llm.n_ctx())
+
     # -- tokenizer -----------------------------------------------------------------------------
     def tokenize(self, text: str, *, add_bos: bool) -> list[int]:
         return self.llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)

@@ -76,6 +76,16 @@ class TransformersReflectionLM(ReflectionLMBase):
         self._groups = self._group_ids()
         self._reflection_list = sorted(self._groups)
 
+    @property
+    def context_length(self) -> int | None:
+        """The model config's ``max_position_embeddings`` (or ``n_positions``); None when absent."""
+        config = getattr(self.model, "config", None)
+        for name in ("max_position_embeddings", "n_positions"):
+            value = getattr(config, name, None)
+            if isinstance(value, int) and value > 0:
+                return value
+        return None
+
     # -- tokenizer -----------------------------------------------------------------------------
     def tokenize(self, text: str, *, add_bos: bool) -> list[int]:
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
