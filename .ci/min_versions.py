@@ -1,11 +1,14 @@
 """Print a pip constraints file pinning every dependency of pyproject.toml to its declared floor.
 
-``python .ci/min_versions.py > floors.txt`` then ``pip install -c floors.txt -e .[test]`` installs
-the oldest versions the project claims to support (cf. langchain's ``get_min_versions.py``).
+``python .ci/min_versions.py [--skip-extra NAME ...] > floors.txt`` then
+``pip install -c floors.txt -e .[test]`` installs the oldest versions the project claims to
+support (cf. langchain's ``get_min_versions.py``). A skipped extra is one the floors run does not
+install (its pins would constrain packages it never asks for).
 """
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 import tomllib
@@ -14,12 +17,13 @@ from pathlib import Path
 FLOOR = re.compile(r"^\s*([A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*(?:>=|==)\s*([0-9][^,;\s]*)")
 
 
-def floors(pyproject: Path) -> dict[str, str]:
-    """``{name: floor}`` over the dependencies and every optional extra (self-references skipped)."""
+def floors(pyproject: Path, skip: frozenset[str] = frozenset()) -> dict[str, str]:
+    """``{name: floor}`` over the dependencies and the optional extras not in ``skip``."""
     project = tomllib.loads(pyproject.read_text())["project"]
     specs = list(project.get("dependencies", []))
-    for extra in project.get("optional-dependencies", {}).values():
-        specs.extend(extra)
+    for name, extra in project.get("optional-dependencies", {}).items():
+        if name not in skip:
+            specs.extend(extra)
     out: dict[str, str] = {}
     for spec in specs:
         match = FLOOR.match(spec)
@@ -35,8 +39,11 @@ def floors(pyproject: Path) -> dict[str, str]:
 
 
 def main(argv: list[str]) -> int:
-    path = Path(argv[1]) if len(argv) > 1 else Path(__file__).resolve().parents[1] / "pyproject.toml"
-    for name, version in sorted(floors(path).items()):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("pyproject", nargs="?", type=Path, default=Path(__file__).resolve().parents[1] / "pyproject.toml")
+    parser.add_argument("--skip-extra", action="append", default=[], help="an extra the floors run does not install")
+    args = parser.parse_args(argv[1:])
+    for name, version in sorted(floors(args.pyproject, frozenset(args.skip_extra)).items()):
         print(f"{name}=={version}")
     return 0
 

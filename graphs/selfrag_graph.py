@@ -1,8 +1,10 @@
 """The Self-RAG graph for ``langgraph dev`` / LangGraph server.
 
-Context is JSON (``ServerContext``): SelfRAGConfig fields plus optional ``model`` and ``store``
-paths; without them the nodes load ``$SELFRAG_MODEL`` (or the bundled model) and the Chroma store
-at ``$SELFRAG_STORE`` (or ``.selfrag/store``). Invoke with ``{"question": "..."}`` and a
+Start it from this folder (graph paths are relative to it): ``langgraph dev --config langgraph.json``.
+Context is JSON (``ServerContext``): SelfRAGConfig fields plus optional ``model``, and ``store`` or
+``chroma_url``; without them the nodes load ``$SELFRAG_MODEL`` (a path or a model-server URL; else
+the bundled model) and the Chroma server at ``$SELFRAG_CHROMA_URL`` or the store folder at
+``$SELFRAG_STORE`` (or ``.selfrag/store``). Invoke with ``{"question": "..."}`` and a
 ``recursion_limit`` equal to the step budget (64 by default).
 """
 

@@ -2,6 +2,7 @@
 
     selfrag index docs/ --store .selfrag/store
     selfrag ask "How does adaptive retrieval work?" --store .selfrag/store [--long] [--json]
+    selfrag index docs/ --chroma-url http://127.0.0.1:8000   # a Chroma server (`chroma run`) instead
 
 Errors the user can fix (bad input, missing store, unknown model) print one line and exit 2.
 """
@@ -77,9 +78,9 @@ def cmd_index(args: argparse.Namespace) -> int:
     from .retrieval import format_skipped, index_path
 
     report = index_path(args.path, args.store, chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap,
-                        progress=not args.quiet, strict=args.strict)
-    print(f"indexed {report.files} file(s) into {report.chunks} chunk(s); the store at {args.store} "
-          f"now holds {report.total}")
+                        progress=not args.quiet, strict=args.strict, chroma_url=args.chroma_url)
+    print(f"indexed {report.files} file(s) into {report.chunks} chunk(s); the store at "
+          f"{args.chroma_url or args.store} now holds {report.total}")
     if report.skipped:
         print(f"skipped {len(report.skipped)} file(s):\n{format_skipped(report.skipped)}", file=sys.stderr)
     return 0
@@ -92,6 +93,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "hard_constraints": args.hard_constraints, "abstain_isrel": args.abstain_isrel,
         "abstain_issup": args.abstain_issup, "closed_set": True if args.option else args.closed_set,
         "w_rel": args.w_rel, "w_sup": args.w_sup, "w_use": args.w_use, "step_budget": args.step_budget,
+        "max_passage_tokens": args.max_passage_tokens,
     }
     return {k: v for k, v in values.items() if v is not None}
 
@@ -102,7 +104,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from .retrieval import open_store
 
     config = SelfRAGConfig.from_mapping(_settings(args))
-    store = None if config.mode == "never" else open_store(args.store)
+    store = None if config.mode == "never" else open_store(args.store, chroma_url=args.chroma_url)
     model = args.model or default_model_path()
     if not args.json:
         print(f"loading {model} ...", file=sys.stderr)
@@ -125,15 +127,23 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 # -- parser -------------------------------------------------------------------------------------
-def build_parser() -> argparse.ArgumentParser:
+def _add_store_flags(parser: argparse.ArgumentParser) -> None:
+    """``--store FOLDER`` (embedded Chroma) or ``--chroma-url URL`` (a Chroma server), not both."""
     from .retrieval import DEFAULT_STORE
 
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--store", default=DEFAULT_STORE, help=f"store folder (default {DEFAULT_STORE})")
+    group.add_argument("--chroma-url", metavar="URL",
+                       help="use the Chroma server at http[s]://HOST[:PORT] (e.g. from `chroma run`) instead")
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="selfrag", description="Self-RAG for LangChain: index, ask, eval")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p_index = sub.add_parser("index", help="index .txt/.md/.rst/.jsonl files into the embedded Chroma store")
     p_index.add_argument("path", help="a file or a folder")
-    p_index.add_argument("--store", default=DEFAULT_STORE, help=f"store folder (default {DEFAULT_STORE})")
+    _add_store_flags(p_index)
     p_index.add_argument("--chunk-size", type=int, default=800)
     p_index.add_argument("--chunk-overlap", type=int, default=100)
     p_index.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -144,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     defaults = SelfRAGConfig()
     p_ask = sub.add_parser("ask", help="answer a question with Self-RAG over the store")
     p_ask.add_argument("question")
-    p_ask.add_argument("--store", default=DEFAULT_STORE, help=f"store folder (default {DEFAULT_STORE})")
+    _add_store_flags(p_ask)
     p_ask.add_argument("--model", help="Self-RAG GGUF file, HF model folder or hub id (default: bundled model)")
     p_ask.add_argument("--mode", choices=["adaptive", "always", "never"], help="retrieval mode (default adaptive)")
     p_ask.add_argument("--long", action="store_true", default=None, help="long form: segment-level beam search")
@@ -154,6 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_ask.add_argument("--beam-width", type=int, help=f"long-form beam width (default {defaults.beam_width})")
     p_ask.add_argument("--max-segments", type=int, help=f"long-form depth (default {defaults.max_segments})")
     p_ask.add_argument("--max-new-tokens", type=int, help=f"tokens per segment (default {defaults.max_new_tokens})")
+    p_ask.add_argument("--max-passage-tokens", type=int,
+                       help="cut longer passages to this many tokens (default: whatever fits the model's context)")
     p_ask.add_argument("--hard-constraints", action="store_true", default=None,
                        help="drop candidates judged [No support / Contradictory]")
     p_ask.add_argument("--abstain-isrel", type=float, help="abstain unless a passage reaches this IsRel")

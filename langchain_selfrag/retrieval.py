@@ -151,25 +151,75 @@ def document_title(doc: Document) -> str:
 _CLIENTS: weakref.WeakKeyDictionary[VectorStore, tuple[Any, str]] = weakref.WeakKeyDictionary()
 
 
-def open_store(path: str | os.PathLike = DEFAULT_STORE, *, embeddings: Embeddings | None = None,
-               collection: str = DEFAULT_COLLECTION, must_exist: bool = True) -> VectorStore:
-    """The persistent Chroma store at ``path``; EmptyStoreError when it is missing or holds nothing."""
-    store_path = Path(path)
-    if must_exist and not store_path.is_dir():
-        raise EmptyStoreError(f"no store at {store_path}: run `selfrag index PATH --store {store_path}` first")
+def chroma_http_client(url: str) -> Any:
+    """A ``chromadb.HttpClient`` for the Chroma server at ``url`` (``http[s]://HOST[:PORT]``).
+
+    The port defaults to 8000 for http and 443 for https. StoreError for a malformed URL or a
+    server that does not answer.
+    """
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError as exc:
+        raise StoreError(f"invalid Chroma URL {url!r}: {exc}") from exc
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/") \
+            or parts.query or parts.fragment or parts.username or parts.password:
+        raise StoreError(f"invalid Chroma URL {url!r}: expected http://HOST[:PORT] or https://HOST[:PORT]")
+    ssl = parts.scheme == "https"
     import chromadb
+
+    try:
+        return chromadb.HttpClient(host=parts.hostname, port=port or (443 if ssl else 8000), ssl=ssl)
+    except Exception as exc:  # chromadb raises ValueError (and others) when the server cannot be reached
+        raise StoreError(f"cannot reach the Chroma server at {url}: {exc}") from exc
+
+
+def open_store(path: str | os.PathLike = DEFAULT_STORE, *, embeddings: Embeddings | None = None,
+               collection: str = DEFAULT_COLLECTION, must_exist: bool = True,
+               chroma_url: str | None = None) -> VectorStore:
+    """The Chroma store: embedded on disk at ``path``, or on the Chroma server at ``chroma_url``.
+
+    With ``chroma_url`` (``http[s]://HOST[:PORT]``, e.g. from ``chroma run``) ``path`` is ignored.
+    EmptyStoreError when ``must_exist`` and the store is missing or holds nothing; StoreError when
+    it cannot be opened or the server cannot be reached.
+    """
+    if chroma_url is not None:
+        where, flag = f"the Chroma server at {chroma_url}", f"--chroma-url {chroma_url}"
+        client = chroma_http_client(chroma_url)
+    else:
+        store_path = Path(path)
+        where, flag = f"the store at {store_path}", f"--store {store_path}"
+        if must_exist and not store_path.is_dir():
+            raise EmptyStoreError(f"no store at {store_path}: run `selfrag index PATH {flag}` first")
+        import chromadb
+
+        try:
+            client = chromadb.PersistentClient(path=str(store_path))
+        except Exception as exc:  # chromadb raises many types for a corrupt folder
+            raise StoreError(f"cannot open the Chroma store at {store_path}: {exc}") from exc
+    if must_exist and not _has_documents(client, collection):
+        raise EmptyStoreError(f"{where} holds no documents in collection {collection!r}: "
+                              f"run `selfrag index PATH {flag}`")
     from langchain_chroma import Chroma
 
     try:
-        client = chromadb.PersistentClient(path=str(store_path))
-        store = Chroma(client=client, collection_name=collection,
-                       embedding_function=embeddings or default_embeddings())
-    except Exception as exc:  # chromadb raises many types for a corrupt folder
-        raise StoreError(f"cannot open the Chroma store at {store_path}: {exc}") from exc
+        store = Chroma(client=client, collection_name=collection, embedding_function=embeddings or default_embeddings())
+    except Exception as exc:
+        raise StoreError(f"cannot open collection {collection!r} of {where}: {exc}") from exc
     _CLIENTS[store] = (client, collection)
-    if must_exist and store_size(store) == 0:
-        raise EmptyStoreError(f"the store at {store_path} holds no documents: run `selfrag index PATH --store {store_path}`")
     return store
+
+
+def _has_documents(client: Any, collection: str) -> bool:
+    """Whether ``collection`` exists in the chromadb client and holds at least one chunk."""
+    try:
+        if collection not in {getattr(c, "name", c) for c in client.list_collections()}:
+            return False
+        return int(client.get_collection(collection).count()) > 0
+    except Exception as exc:
+        raise StoreError(f"cannot read collection {collection!r}: {exc}") from exc
 
 
 def store_size(store: VectorStore) -> int:
@@ -253,8 +303,11 @@ def _load_all(root: Path, files: list[Path]) -> tuple[list[Document], list[Path]
 
 def index_path(path: str | os.PathLike, store: str | os.PathLike = DEFAULT_STORE, *, chunk_size: int = 800,
                chunk_overlap: int = 100, embeddings: Embeddings | None = None, collection: str = DEFAULT_COLLECTION,
-               progress: bool = True, batch_size: int = 32, strict: bool = False) -> IndexReport:
+               progress: bool = True, batch_size: int = 32, strict: bool = False,
+               chroma_url: str | None = None) -> IndexReport:
     """Load, chunk and embed every supported file under ``path`` into the store (idempotent per file).
+
+    The store is the folder ``store``, or the Chroma server at ``chroma_url`` when given.
 
     A file that cannot be loaded (malformed JSONL, unreadable, no text) is skipped and listed in
     ``IndexReport.skipped`` with its reason; with ``strict=True`` any such file raises
@@ -273,8 +326,9 @@ def index_path(path: str | os.PathLike, store: str | os.PathLike = DEFAULT_STORE
     chunks = split_documents(docs, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
     if not chunks:
         raise NoDocumentsError(f"no file under {root} could be indexed:\n{format_skipped(skipped)}")
-    Path(store).mkdir(parents=True, exist_ok=True)
-    vs = open_store(store, embeddings=embeddings, collection=collection, must_exist=False)
+    if chroma_url is None:
+        Path(store).mkdir(parents=True, exist_ok=True)
+    vs = open_store(store, embeddings=embeddings, collection=collection, must_exist=False, chroma_url=chroma_url)
     for file in sorted({str(c.metadata["file"]) for c in chunks}):  # re-indexing a file replaces its chunks
         vs.delete(where={"file": file})
     bar = tqdm(total=len(chunks), desc="indexing", unit="chunk", disable=not progress)

@@ -12,6 +12,7 @@ import pytest
 from langchain_core.documents import Document
 
 from langchain_selfrag.cli import build_parser, format_result, result_to_json
+from langchain_selfrag.retrieval import iter_files
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,7 +28,8 @@ def test_index_then_ask_json(tmp_path: Path, smollm2_gguf: Path) -> None:
     store = tmp_path / "store"
     done = selfrag("index", str(ROOT / "docs"), "--store", str(store))
     assert done.returncode == 0, done.stderr
-    assert "indexed 4 file(s)" in done.stdout and "indexing" in done.stderr  # progress bar on stderr
+    n_docs = len(iter_files(ROOT / "docs"))
+    assert f"indexed {n_docs} file(s)" in done.stdout and "indexing" in done.stderr  # progress bar on stderr
     done = selfrag("ask", "What does the IsSup token measure?", "--store", str(store), "--model", str(smollm2_gguf),
                    "--mode", "always", "--k", "2", "--max-new-tokens", "6", "--json")
     assert done.returncode == 0, done.stderr

@@ -1,7 +1,7 @@
 """The graph's run-time context: the model, the retriever and the knobs (never the state).
 
 Nodes receive it as ``runtime.context``. It may be a :class:`SelfRAGContext`, a plain dict (what a
-LangGraph server passes: SelfRAGConfig fields plus optional ``model`` / ``store`` paths) or None;
+LangGraph server passes: SelfRAGConfig fields plus optional ``model``, ``store`` or ``chroma_url``) or None;
 :func:`resolve_context` turns each into a :class:`SelfRAGContext`, loading the default model and
 store lazily when none is given.
 """
@@ -20,7 +20,7 @@ from ..config import SelfRAGConfig
 from ..errors import ModelLoadError
 
 #: Extra context keys that are not SelfRAGConfig fields.
-CONTEXT_KEYS = ("lm", "retriever", "retriever_timeout", "max_question_chars", "model", "store")
+CONTEXT_KEYS = ("lm", "retriever", "retriever_timeout", "max_question_chars", "model", "store", "chroma_url")
 
 
 @dataclass
@@ -50,7 +50,9 @@ class ServerContext(TypedDict, total=False):
     """Context as JSON (LangGraph server / ``langgraph dev``): SelfRAGConfig fields plus paths.
 
     ``model``: reflection LM path or hub id (default: ``$SELFRAG_MODEL`` or the bundled model);
-    ``store``: Chroma store folder (default: ``$SELFRAG_STORE`` or ``.selfrag/store``).
+    ``store``: Chroma store folder (default: ``$SELFRAG_STORE`` or ``.selfrag/store``);
+    ``chroma_url``: a Chroma server, ``http[s]://HOST[:PORT]``, instead of a folder (default:
+    ``$SELFRAG_CHROMA_URL``). Give ``store`` or ``chroma_url``, not both.
     """
 
     mode: Literal["adaptive", "always", "never"]
@@ -68,10 +70,12 @@ class ServerContext(TypedDict, total=False):
     abstain_isrel: float
     abstain_issup: float
     closed_set: bool
+    max_passage_tokens: int
     retriever_timeout: float
     max_question_chars: int
     model: str
     store: str
+    chroma_url: str
 
 
 def split_settings(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -95,7 +99,7 @@ def resolve_context(value: Any) -> SelfRAGContext:
         if ctx.lm is None:
             ctx.lm = default_lm(extras.get("model"))
         if ctx.retriever is None:
-            ctx.retriever = default_store(extras.get("store"))
+            ctx.retriever = default_store(extras.get("store"), chroma_url=extras.get("chroma_url"))
         return ctx
     else:
         raise TypeError(f"graph context must be a SelfRAGContext, a dict or None, not {type(value).__name__}")
@@ -139,21 +143,32 @@ def default_lm(model: str | None = None) -> Any:
         raise ModelLoadError(f"could not load model {path!r}: {exc}") from exc
 
 
-def default_store(store: str | None = None) -> Any:
-    """The persistent Chroma store at ``store`` / ``$SELFRAG_STORE`` / ``.selfrag/store`` if it exists."""
+def default_store(store: str | None = None, *, chroma_url: str | None = None) -> Any:
+    """The Chroma store the graph retrieves from when the context names no retriever.
+
+    An explicit ``store`` folder or ``chroma_url`` wins; else ``$SELFRAG_CHROMA_URL`` (a Chroma
+    server), else ``$SELFRAG_STORE`` or ``.selfrag/store`` if that folder exists (None if not).
+    A server that cannot be reached or holds nothing raises StoreError / EmptyStoreError.
+    """
+    from ..errors import StoreError
     from ..retrieval import DEFAULT_STORE
 
+    if store and chroma_url:
+        raise StoreError("the context gives both 'store' and 'chroma_url': give one of them")
+    url = chroma_url or (None if store else os.environ.get("SELFRAG_CHROMA_URL"))
+    if url:
+        return _open_store_cached(None, url)
     path = store or os.environ.get("SELFRAG_STORE") or DEFAULT_STORE
     if not os.path.isdir(path):
         return None
-    return _open_store_cached(os.path.abspath(path))
+    return _open_store_cached(os.path.abspath(path), None)
 
 
 @functools.lru_cache(maxsize=4)
-def _open_store_cached(path: str) -> Any:
-    from ..retrieval import open_store
+def _open_store_cached(path: str | None, chroma_url: str | None) -> Any:
+    from ..retrieval import DEFAULT_STORE, open_store
 
-    return open_store(path)
+    return open_store(path or DEFAULT_STORE, chroma_url=chroma_url)
 
 
 _LOCKS: weakref.WeakKeyDictionary[Any, threading.RLock] = weakref.WeakKeyDictionary()
