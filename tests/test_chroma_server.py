@@ -5,12 +5,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +16,8 @@ from langchain_selfrag.cli import main
 from langchain_selfrag.errors import EmptyStoreError, StoreError
 from langchain_selfrag.graph.context import default_store, resolve_context
 from langchain_selfrag.retrieval import index_path, open_store, store_size
+
+from loopback import free_port, port_is_open, running
 
 ROOT = Path(__file__).resolve().parents[1]
 #: chromadb 1.x serves the v2 API; the v1 heartbeat answers 410 Gone.
@@ -34,12 +32,6 @@ def selfrag(*args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=300, cwd=ROOT, env=env)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def invented_corpus(root: Path) -> Path:
     """Facts no model or search index can know, so every hit comes from this folder."""
     root.mkdir()
@@ -52,20 +44,6 @@ def invented_corpus(root: Path) -> Path:
     return root
 
 
-def wait_for_heartbeat(url: str, proc: subprocess.Popen, log: Path, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"chroma run exited with {proc.returncode}:\n{log.read_text()[-2000:]}")
-        try:
-            with urllib.request.urlopen(url + HEARTBEAT, timeout=2) as resp:
-                if resp.status == 200 and "nanosecond heartbeat" in json.loads(resp.read()):
-                    return
-        except OSError:
-            time.sleep(0.2)
-    pytest.fail(f"no heartbeat from {url} within {timeout:g} s:\n{log.read_text()[-2000:]}")
-
-
 @pytest.fixture(scope="module")
 def chroma_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A Chroma server on a free port of 127.0.0.1, stopped by pid at the end of the module."""
@@ -74,23 +52,13 @@ def chroma_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         pytest.skip("the chroma CLI (from chromadb) is not installed")
     tmp = tmp_path_factory.mktemp("chroma-server")
     port = free_port()
-    log = tmp / "server.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([exe, "run", "--path", str(tmp / "data"), "--host", "127.0.0.1", "--port", str(port)],
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, "ANONYMIZED_TELEMETRY": "False"})
     url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for_heartbeat(url, proc, log)
+    cmd = [exe, "run", "--path", str(tmp / "data"), "--host", "127.0.0.1", "--port", str(port)]
+    with running(cmd, url + HEARTBEAT, tmp / "server.log", name="chroma run", timeout=30,
+                 accept=lambda body: "nanosecond heartbeat" in json.loads(body),
+                 env={**os.environ, "ANONYMIZED_TELEMETRY": "False"}) as proc:
         yield url
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
-    assert proc.returncode is not None
+    assert proc.returncode is not None and not port_is_open(port)
 
 
 @pytest.fixture(scope="module")

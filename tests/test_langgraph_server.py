@@ -6,24 +6,22 @@ import importlib.util
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 import tomllib
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
 
+from loopback import free_port, port_is_open, running
+
 ROOT = Path(__file__).resolve().parents[1]
 GRAPHS = ROOT / "graphs"
 # LangGraph's server pins protobuf<7, which breaks transformers' SentencePiece conversion, so
 # `make test` installs the `serve` extra in a venv of its own and names its interpreter here.
-SERVE_PYTHON = os.environ.get("SELFRAG_SERVE_PYTHON") or sys.executable
+SERVE_PYTHON = os.path.abspath(os.environ.get("SELFRAG_SERVE_PYTHON") or sys.executable)  # no symlink resolution
 
 
 def serve_has(module: str) -> bool:
@@ -66,35 +64,6 @@ def test_langgraph_cli_accepts_the_config() -> None:
     assert '"selfrag": "/deps/' in dockerfile and "/graphs/selfrag_graph.py:graph" in dockerfile
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def port_is_open(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.settimeout(1)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
-def stop_group(proc: subprocess.Popen) -> None:
-    """SIGTERM the server's process group, then SIGKILL whatever is left of it."""
-    for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-        except subprocess.TimeoutExpired:
-            continue
-        try:  # the leader is gone; make sure no member of its group survives it
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            return
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, smollm2_gguf: Path) -> Iterator[str]:
     """``langgraph dev`` over graphs/langgraph.json with the SmolLM2 GGUF and a store built in tmp."""
@@ -115,29 +84,12 @@ def server(tmp_path_factory: pytest.TempPathFactory, smollm2_gguf: Path) -> Iter
            "HF_HUB_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False", "LANGGRAPH_CLI_NO_ANALYTICS": "1",
            "LANGSMITH_TRACING": "false"}
     env.pop("SELFRAG_CHROMA_URL", None)
-    log = tmp / "server.log"
-    with log.open("wb") as out:  # graph paths in langgraph.json are relative to its folder: start there
-        proc = subprocess.Popen([exe, "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port),
-                                 "--config", "langgraph.json"], cwd=GRAPHS, env=env, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"langgraph dev exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(url + "/ok", timeout=2) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"langgraph dev did not answer /ok within 120 s:\n{log.read_text()[-3000:]}")
-            time.sleep(0.5)
+    cmd = [exe, "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port),
+           "--config", "langgraph.json"]
+    # graph paths in langgraph.json are relative to its folder: start there
+    with running(cmd, url + "/ok", tmp / "server.log", name="langgraph dev", cwd=GRAPHS, env=env) as proc:
         yield url
-    finally:
-        stop_group(proc)
     assert proc.returncode is not None and not port_is_open(port)
 
 

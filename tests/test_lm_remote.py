@@ -11,7 +11,6 @@ import importlib.util
 import json
 import math
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -21,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from loopback import free_port, running
 
 from langchain_selfrag import prompts as P
 from langchain_selfrag import scoring as S
@@ -59,12 +59,6 @@ needs_server = pytest.mark.skipif(
 )
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def bundled_gguf() -> Path | None:
     """The bundled Self-RAG GGUF (built and cached on first use), or None where it cannot be built."""
     from langchain_selfrag.bundled import default_model_path
@@ -93,37 +87,11 @@ def server_url(gguf: tuple[str, Path], tmp_path_factory) -> Iterator[str]:
         pytest.skip(f"llama_cpp.server needs {_server_deps_missing()}")
     port = free_port()
     threads = os.environ.get("SELFRAG_THREADS", "1")
-    log = tmp_path_factory.mktemp("server") / "server.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf[1]), "--host", "127.0.0.1",
-             "--port", str(port), "--n_ctx", "2048", "--n_threads", threads, "--n_threads_batch", threads],
-            stdout=out, stderr=subprocess.STDOUT,
-        )
     url = f"http://127.0.0.1:{port}/v1"
-    try:
-        import httpx
-
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited with {proc.returncode}:\n{log.read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{url}/models", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"llama_cpp.server did not come up:\n{log.read_text()[-2000:]}")
-            time.sleep(0.5)
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf[1]), "--host", "127.0.0.1",
+           "--port", str(port), "--n_ctx", "2048", "--n_threads", threads, "--n_threads_batch", threads]
+    with running(cmd, f"{url}/models", tmp_path_factory.mktemp("server") / "server.log", name="llama_cpp.server"):
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=20)
 
 
 @pytest.fixture(scope="module")

