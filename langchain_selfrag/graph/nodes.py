@@ -331,9 +331,8 @@ def generate(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str,
                               kept_tokens=fitted.tokens, total_tokens=fitted.total)
             else:
                 plain_jobs.append((beam, _continuation_prompt(state, beam)))
-    stop = cfg.long_form
-    candidates: list[Candidate] = []
-    with lm_lock(ctx.lm):
+        stop = cfg.long_form
+        candidates: list[Candidate] = []
         if evidence_jobs:
             gens = ctx.lm.generate([p for _, _, p, _ in evidence_jobs], max_new_tokens=cfg.max_new_tokens,
                                    first_candidates=ISREL, stop_at_retrieval=stop)
