@@ -271,9 +271,9 @@ def test_algorithm3_multi_sentence_continue_and_contrast_copy():
     assert contrast["variant"] == "contrast"
     out = contrast["output"]
     assert out.startswith("[Retrieval]<paragraph>Berlin\n" + BERLIN + "</paragraph>[Irrelevant]")
-    (start, end), = contrast["no_loss_spans"]
-    assert out[start:end] == "Paris is the capital of France.[Continue to Use Evidence]The Seine flows through it."
-    assert out[end:] == "[Utility:5]"
+    # the answer after [Irrelevant] is trained, as in the paper (else the model learns empty answers)
+    assert "no_loss_spans" not in contrast
+    assert out.endswith("[Irrelevant]Paris is the capital of France.[Continue to Use Evidence]The Seine flows through it.[Utility:5]")
 
 
 def test_generator_data_cli(tmp_path):

