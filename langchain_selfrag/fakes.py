@@ -18,6 +18,10 @@ paragraph picks the script, else ``default``; prompts without evidence use ``no_
 Like a real model that was never protected, the fake can be fooled: with ``gullible=True``
 (default) a literal ``[Relevant]`` / ``[Irrelevant]`` / IsSup token string inside the evidence
 overrides the script, so tests can prove that the pipeline neutralises passages.
+
+``generate`` honours the decoding options: under ``guard`` a segment whose text has no content
+writes ``guarded_text`` instead (``Generation.guarded`` = 1); with ``stop_at_segment`` the segment
+ends at the first ``[No Retrieval]`` / ``[Continue to Use Evidence]`` in its text after content.
 """
 
 from __future__ import annotations
@@ -28,10 +32,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import tokens as T
-from .lm.base import Generation, ReflectionPoint
+from .lm.base import SEGMENT_MARKERS, Generation, ReflectionPoint, guard_flags
 
 _SUPPORT = {"full": T.FULLY_SUPPORTED, "partial": T.PARTIALLY_SUPPORTED, "none": T.NO_SUPPORT}
-_EVIDENCE = re.compile(re.escape(T.PARAGRAPH_START) + r"(.*?)" + re.escape(T.PARAGRAPH_END), re.S)
+_EVIDENCE = re.compile(re.escape(T.PARAGRAPH_START) + r"(.*?)" + re.escape(T.PARAGRAPH_END), re.DOTALL)
 
 
 @dataclass
@@ -43,6 +47,9 @@ class FakeSegment:
     IsSup tokens, or None for a segment without an IsSup token. isuse: utility 1..5, a probability
     dict over the five utility tokens, or None for none. then_retrieve: the segment ends with the
     model asking for ``[Retrieval]``. logprob: log-probability of every generated token.
+    guarded_text: what is written instead of a ``text`` without content when ``generate`` is
+    called with the guard on (None: ``text`` unchanged). ``text`` may hold ``[No Retrieval]`` /
+    ``[Continue to Use Evidence]`` markers that start the next sentence of a long-form answer.
     """
 
     text: str = "answer"
@@ -52,6 +59,7 @@ class FakeSegment:
     then_retrieve: bool = False
     logprob: float = -0.1
     confidence: float = 0.8
+    guarded_text: str | None = None
 
     def issup_probs(self) -> dict[str, float] | None:
         if self.issup is None or isinstance(self.issup, dict):
@@ -62,6 +70,23 @@ class FakeSegment:
         if self.isuse is None or isinstance(self.isuse, dict):
             return self.isuse
         return _peaked(T.UTILITY, T.UTILITY[self.isuse - 1], self.confidence)
+
+
+def _text_pieces(text: str, stop_at_segment: bool) -> tuple[list[tuple[str, dict[str, float] | None]], bool]:
+    """Word pieces of a scripted text (reflection tokens on their own), and whether they end at a
+    segment marker that follows content (only with ``stop_at_segment``)."""
+    pieces: list[tuple[str, dict[str, float] | None]] = []
+    content = False
+    for part in re.split(r"(" + "|".join(re.escape(t) for t in T.REFLECTION_TOKENS) + r")", text):
+        if part in T.KIND_OF:
+            pieces.append((part, _peaked(T.GROUPS[T.KIND_OF[part]], part, 1.0)))
+            if stop_at_segment and content and part in SEGMENT_MARKERS:
+                return pieces, True
+            continue
+        words = re.findall(r"\S+\s*", part)
+        pieces.extend((word, None) for word in words)
+        content = content or bool(words)
+    return pieces, False
 
 
 def _peaked(group: Sequence[str], top: str, confidence: float) -> dict[str, float]:
@@ -80,6 +105,8 @@ class FakeReflectionLM:
     gullible: bool = True
     has_reflection_vocab: bool = True
     calls: list[tuple[str, Any]] = field(default_factory=list)
+    #: The ``guard`` flags (one per prompt) and ``stop_at_segment`` of every ``generate`` call.
+    generate_options: list[dict[str, Any]] = field(default_factory=list)
 
     # -- script lookup ---------------------------------------------------------------------------
     def evidence_of(self, prompt: str) -> str | None:
@@ -141,31 +168,47 @@ class FakeReflectionLM:
         max_new_tokens: int = 100,
         first_candidates: Sequence[str] = (),
         stop_at_retrieval: bool = True,
+        guard: bool | Sequence[bool] = False,
+        stop_at_segment: bool = False,
     ) -> list[Generation]:
         """One scripted segment per prompt, with its reflection points and first probabilities."""
+        flags = guard_flags(guard, len(prompts))
         self.calls.append(("generate", (list(prompts), tuple(first_candidates), stop_at_retrieval)))
-        return [self._generate_one(p, max_new_tokens, first_candidates, stop_at_retrieval) for p in prompts]
+        self.generate_options.append({"guard": flags, "stop_at_segment": stop_at_segment})
+        return [
+            self._generate_one(p, max_new_tokens, first_candidates, stop_at_retrieval, g, stop_at_segment)
+            for p, g in zip(prompts, flags)
+        ]
 
-    def _generate_one(self, prompt: str, max_new_tokens: int, first_candidates: Sequence[str], stop: bool) -> Generation:
+    def _generate_one(
+        self, prompt: str, max_new_tokens: int, first_candidates: Sequence[str], stop: bool, guard: bool, segment: bool
+    ) -> Generation:
         seg = self.script_for(prompt)
         has_evidence = prompt.endswith(T.PARAGRAPH_END)
         pieces: list[tuple[str, dict[str, float] | None]] = []
         rel = self._isrel(prompt) if has_evidence else None
         if has_evidence and rel is not None:
             pieces.append((T.RELEVANT if rel >= 0.5 else T.IRRELEVANT, {T.RELEVANT: rel, T.IRRELEVANT: 1 - rel}))
-        pieces.extend((word, None) for word in re.findall(r"\S+\s*", seg.text))
-        sup = self._issup(prompt, seg) if has_evidence else None
-        if sup:
-            pieces.append((max(sup, key=sup.__getitem__), sup))
-        if seg.then_retrieve:
-            pieces.append((T.RETRIEVAL, {T.RETRIEVAL: 0.9, T.NO_RETRIEVAL: 0.05, T.CONTINUE: 0.05}))
-        use = seg.isuse_probs()
-        if use and not (seg.then_retrieve and stop):
-            pieces.append((max(use, key=use.__getitem__), use))
+        text, guarded = seg.text, 0
+        if guard and seg.guarded_text is not None and not T.strip_reflection_tokens(text):
+            text, guarded = seg.guarded_text, 1
+        words, at_marker = _text_pieces(text, segment)
+        pieces.extend(words)
         reason = "eos"
-        if seg.then_retrieve and stop:
-            cut = next(i for i, (tok, _) in enumerate(pieces) if tok == T.RETRIEVAL) + 1
-            pieces, reason = pieces[:cut], "retrieval"
+        if at_marker:
+            reason = "segment"
+        else:
+            sup = self._issup(prompt, seg) if has_evidence else None
+            if sup:
+                pieces.append((max(sup, key=sup.__getitem__), sup))
+            if seg.then_retrieve:
+                pieces.append((T.RETRIEVAL, {T.RETRIEVAL: 0.9, T.NO_RETRIEVAL: 0.05, T.CONTINUE: 0.05}))
+            use = seg.isuse_probs()
+            if use and not (seg.then_retrieve and stop):
+                pieces.append((max(use, key=use.__getitem__), use))
+            if seg.then_retrieve and stop:
+                cut = next(i for i, (tok, _) in enumerate(pieces) if tok == T.RETRIEVAL) + 1
+                pieces, reason = pieces[:cut], "retrieval"
         if len(pieces) > max_new_tokens:
             pieces, reason = pieces[:max_new_tokens], "length"
         reflections = [
@@ -186,6 +229,7 @@ class FakeReflectionLM:
             reflections=reflections,
             first_probs=first,
             stop_reason=reason,
+            guarded=guarded,
         )
 
     def calls_of(self, name: str) -> list[Any]:

@@ -75,9 +75,15 @@ class CachingLM:
         max_new_tokens: int = 100,
         first_candidates: Sequence[str] = (),
         stop_at_retrieval: bool = True,
+        guard: bool | Sequence[bool] = False,
+        stop_at_segment: bool = False,
     ) -> list[Any]:
         firsts = tuple(first_candidates)
-        keys: list[Hashable] = [("gen", p, max_new_tokens, firsts, stop_at_retrieval) for p in prompts]
+        guards = [guard] * len(prompts) if isinstance(guard, bool) else [bool(g) for g in guard]
+        if len(guards) != len(prompts):
+            raise ValueError(f"guard has {len(guards)} flags for {len(prompts)} prompts")
+        keys: list[Hashable] = [("gen", p, max_new_tokens, firsts, stop_at_retrieval, g, stop_at_segment)
+                                for p, g in zip(prompts, guards)]
         return self._cached(
             keys,
             lambda idx: self.lm.generate(
@@ -85,5 +91,7 @@ class CachingLM:
                 max_new_tokens=max_new_tokens,
                 first_candidates=firsts,
                 stop_at_retrieval=stop_at_retrieval,
+                guard=[guards[i] for i in idx],
+                stop_at_segment=stop_at_segment,
             ),
         )

@@ -5,7 +5,8 @@ A backend only has to answer two batched questions about prompt strings:
 * ``candidate_probs``: the probability of each candidate string at the next position
   (the Retrieve decision, IsRel), and
 * ``generate``: a greedy segment with its cumulative log-prob and the reflection-group
-  probabilities at each position where a reflection token was generated.
+  probabilities at each position where a reflection token was generated, optionally under the
+  decoding guard (no empty answers) and stopping at the next segment's Retrieve token.
 
 Prompts are plain strings, so the same protocol fits a remote engine serving log-probs over HTTP.
 """
@@ -14,13 +15,18 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
 from .. import tokens as T
 
-StopReason = Literal["retrieval", "eos", "length"]
+StopReason = Literal["retrieval", "eos", "length", "segment"]
+
+#: ``banned(generated_ids)``: the ids the next token may not be (the decoding guard), per prompt.
+BanHook = Callable[[list[int]], Collection[int]]
+#: The Retrieve tokens that open the next segment of a long-form answer (``stop_at_segment``).
+SEGMENT_MARKERS = (T.NO_RETRIEVAL, T.CONTINUE)
 
 
 class ReflectionLMError(RuntimeError):
@@ -47,6 +53,8 @@ class Generation:
     reflections: list[ReflectionPoint] = field(default_factory=list)
     first_probs: dict[str, float] = field(default_factory=dict)
     stop_reason: StopReason = "eos"
+    #: Positions where the decoding guard changed the greedy choice.
+    guarded: int = 0
 
     def probs_for(self, kind: T.Kind) -> dict[str, float] | None:
         """Group probabilities at the last position where a token of ``kind`` was generated."""
@@ -79,10 +87,17 @@ class ReflectionLM(Protocol):
         max_new_tokens: int = 100,
         first_candidates: Sequence[str] = (),
         stop_at_retrieval: bool = True,
+        guard: bool | Sequence[bool] = False,
+        stop_at_segment: bool = False,
     ) -> list[Generation]:
         """Greedy segments, one per prompt, stopping at ``[Retrieval]``, end of sequence or length.
 
         ``first_candidates`` are scored at the first generated position (IsRel after evidence).
+        ``guard`` (one flag, or one per prompt): until the first content token, end of sequence,
+        ``[Utility:k]`` and IsSup tokens cannot be chosen, nor IsRel after the first position
+        (content: no reflection, control or end-of-sequence token, not only whitespace).
+        ``stop_at_segment``: also stop at ``[No Retrieval]`` / ``[Continue to Use Evidence]``
+        generated after content (stop reason ``"segment"``, the token kept at the end).
         """
         ...
 
@@ -127,13 +142,17 @@ class ReflectionLMBase(ABC):
         max_new_tokens: int,
         first_seqs: list[list[int]],
         stop: Callable[[list[int]], bool],
-    ) -> list[tuple[list[int], float, list[dict[int, float]], list[float]]]:
+        bans: Sequence[BanHook | None] | None = None,
+    ) -> list[tuple[list[int], float, list[dict[int, float]], list[float], int]]:
         """Greedy decode until ``stop(generated_ids)`` or the length limit.
 
-        Per prompt: (ids, cumulative logprob, per-position probs, first logprobs). Per-position
+        Per prompt: (ids, cumulative logprob, per-position probs, first logprobs, guarded). Per-position
         probs hold, for each generated position whose token is a reflection id, the full-softmax
         probabilities of that token's whole group (empty dict elsewhere); first logprobs are
         log p(seq | prompt) of each of ``first_seqs``, scored from the prompt's own KV cache.
+        ``bans`` (one hook or None per prompt): the next token is the argmax over the ids not in
+        ``bans[i](generated)``; log-probs and group probabilities stay those of the unmasked
+        softmax; guarded counts the positions where the ban changed the argmax.
         """
 
     # -- shared logic ---------------------------------------------------------------------------
@@ -148,8 +167,14 @@ class ReflectionLMBase(ABC):
         self.id_to_reflection: dict[int, str] = {v: k for k, v in ids.items()}
         self.has_reflection_vocab = len(ids) == len(T.REFLECTION_TOKENS)
         self.eos_ids: set[int] = set(self._eos_ids())
+        self._control_ids: set[int] = set(self._special_ids())
+        self._visible_cache: dict[int, bool] = {}
 
     def _eos_ids(self) -> Sequence[int]:
+        return ()
+
+    def _special_ids(self) -> Sequence[int]:
+        """Control tokens of the vocabulary (BOS, chat markers...): never answer text."""
         return ()
 
     def _encode_prompts(self, prompts: Sequence[str]) -> list[list[int]]:
@@ -192,55 +217,87 @@ class ReflectionLMBase(ABC):
         max_new_tokens: int = 100,
         first_candidates: Sequence[str] = (),
         stop_at_retrieval: bool = True,
+        guard: bool | Sequence[bool] = False,
+        stop_at_segment: bool = False,
     ) -> list[Generation]:
-        """Greedy segments with reflection probabilities; see :class:`ReflectionLM`."""
+        """Greedy segments with reflection probabilities; see :class:`ReflectionLM`.
+
+        Without single-id reflection tokens (``has_reflection_vocab`` False) the guard bans only
+        end of sequence, until the first token with visible text.
+        """
         if not prompts:
             return []
         if max_new_tokens < 1:
             raise ValueError("max_new_tokens must be at least 1")
+        guards = guard_flags(guard, len(prompts))
         prompt_ids = self._encode_prompts(prompts)
         first_seqs = [self.tokenize(c, add_bos=False) for c in first_candidates]
         if any(not seq for seq in first_seqs):
             raise ValueError("first_candidates must be non-empty strings")
-        stop_ids = set(self.eos_ids)
-        if stop_at_retrieval and T.RETRIEVAL in self.reflection_ids:
-            stop_ids.add(self.reflection_ids[T.RETRIEVAL])
-        text_stop = stop_at_retrieval and not self.has_reflection_vocab
-
-        def stop(generated: list[int]) -> bool:
-            if generated[-1] in stop_ids:
-                return True
-            # Base vocabularies spell [Retrieval] in several tokens: look at the decoded tail.
-            return text_stop and self.decode(generated[-8:]).endswith(T.RETRIEVAL)
+        rule = _StopRule(self, stop_at_retrieval, stop_at_segment)
+        hook = self._ban_hook()
+        bans: list[BanHook | None] = [hook if g else None for g in guards]
 
         def finish(raw, prompt_group: Sequence[str], ids_group: list[list[int]]) -> list[Generation]:
             gens = []
-            for ids, cum, per_pos, first in raw:
-                gen = self._build_generation(ids, cum, per_pos, stop_ids, max_new_tokens, stop_at_retrieval)
+            for ids, cum, per_pos, first, guarded in raw:
+                gen = self._build_generation(ids, cum, per_pos, rule, max_new_tokens)
                 gen.first_probs = {c: math.exp(lp) for c, lp in zip(first_candidates, first)}
+                gen.guarded = guarded
                 gens.append(gen)
             if not self.has_reflection_vocab:
                 self._add_text_reflections(prompt_group, ids_group, gens)
             return gens
 
         if self.generates_in_batches:
-            return finish(self._greedy(prompt_ids, max_new_tokens, first_seqs, stop), prompts, prompt_ids)
+            return finish(self._greedy(prompt_ids, max_new_tokens, first_seqs, rule.stop, bans), prompts, prompt_ids)
         # One prompt at a time: text reflections are scored while the backend's prefix cache
         # still holds this prompt and its generation.
         return [
             gen
-            for prompt, ids in zip(prompts, prompt_ids)
-            for gen in finish(self._greedy([ids], max_new_tokens, first_seqs, stop), [prompt], [ids])
+            for prompt, ids, ban in zip(prompts, prompt_ids, bans)
+            for gen in finish(self._greedy([ids], max_new_tokens, first_seqs, rule.stop, [ban]), [prompt], [ids])
         ]
+
+    def _is_content(self, tid: int) -> bool:
+        """A token of answer text: no reflection, control or end-of-sequence token, with a letter or digit.
+
+        Punctuation alone does not count: a guarded model that answers ``:`` has still said nothing.
+        """
+        if tid in self.eos_ids or tid in self.id_to_reflection or tid in self._control_ids:
+            return False
+        visible = self._visible_cache.get(tid)
+        if visible is None:
+            visible = self._visible_cache[tid] = any(ch.isalnum() for ch in self.decode([tid]))
+        return visible
+
+    def _has_content(self, ids: Sequence[int]) -> bool:
+        return any(self._is_content(t) for t in ids)
+
+    def _ban_hook(self) -> BanHook:
+        """The decoding guard: what the next token may not be while ``generated`` holds no content."""
+        always = frozenset(self.eos_ids)
+        later = always
+        if self.has_reflection_vocab:
+            critique = (*T.GROUPS[T.Kind.ISUSE], *T.GROUPS[T.Kind.ISSUP])
+            always = always | {self.reflection_ids[t] for t in critique}
+            later = always | {self.reflection_ids[t] for t in T.GROUPS[T.Kind.ISREL]}
+        none: frozenset[int] = frozenset()
+
+        def banned(generated: list[int]) -> Collection[int]:
+            if self._has_content(generated):
+                return none
+            return later if generated else always
+
+        return banned
 
     def _build_generation(
         self,
         ids: list[int],
         cum: float,
         per_pos: list[dict[int, float]],
-        stop_ids: set[int],
+        rule: _StopRule,
         max_new_tokens: int,
-        stop_at_retrieval: bool,
     ) -> Generation:
         reflections = []
         for pos, (tid, probs) in enumerate(zip(ids, per_pos)):
@@ -251,15 +308,7 @@ class ReflectionLMBase(ABC):
             reflections.append(ReflectionPoint(pos, tok, T.KIND_OF[tok], named))
         visible = [i for i in ids if i not in self.eos_ids]
         text = self.decode(visible)
-        if ids and ids[-1] in self.eos_ids:
-            reason: StopReason = "eos"
-        elif ids and ids[-1] in stop_ids:
-            reason = "retrieval"
-        elif stop_at_retrieval and not self.has_reflection_vocab and text.rstrip().endswith(T.RETRIEVAL):
-            reason = "retrieval"
-        else:
-            reason = "length" if len(ids) >= max_new_tokens else "eos"
-        return Generation(text, ids, cum, reflections, {}, reason)
+        return Generation(text, ids, cum, reflections, {}, rule.reason(ids, text, max_new_tokens))
 
     def _add_text_reflections(self, prompts: Sequence[str], prompt_ids: list[list[int]], gens: list[Generation]) -> None:
         """Lower-fidelity path for vocabularies without reflection tokens.
@@ -299,3 +348,59 @@ class ReflectionLMBase(ABC):
             for i in group:
                 out[i] = group
         return out
+
+
+def guard_flags(guard: bool | Sequence[bool], n: int) -> list[bool]:
+    """``guard`` as one flag per prompt; a sequence must have one flag per prompt."""
+    if isinstance(guard, bool):
+        return [guard] * n
+    flags = [bool(g) for g in guard]
+    if len(flags) != n:
+        raise ValueError(f"guard has {len(flags)} flags for {n} prompts")
+    return flags
+
+
+class _StopRule:
+    """When a generation stops and why: end of sequence, ``[Retrieval]``, the next segment."""
+
+    def __init__(self, lm: ReflectionLMBase, stop_at_retrieval: bool, stop_at_segment: bool) -> None:
+        self.lm = lm
+        self.stop_ids = set(lm.eos_ids)
+        if stop_at_retrieval and T.RETRIEVAL in lm.reflection_ids:
+            self.stop_ids.add(lm.reflection_ids[T.RETRIEVAL])
+        self.segment_ids = {lm.reflection_ids[t] for t in SEGMENT_MARKERS if t in lm.reflection_ids}
+        self.stop_at_segment = stop_at_segment
+        # Base vocabularies spell the markers in several tokens: look at the decoded text.
+        self.text_retrieval = stop_at_retrieval and not lm.has_reflection_vocab
+        self.text_segment = stop_at_segment and not lm.has_reflection_vocab
+
+    def stop(self, generated: list[int]) -> bool:
+        last = generated[-1]
+        if last in self.stop_ids:
+            return True
+        if self.text_retrieval and self.lm.decode(generated[-8:]).endswith(T.RETRIEVAL):
+            return True
+        return self._ends_segment(generated)
+
+    def _ends_segment(self, ids: list[int]) -> bool:
+        if not self.stop_at_segment or not ids:
+            return False
+        if not self.text_segment:
+            return ids[-1] in self.segment_ids and self.lm._has_content(ids[:-1])
+        tail = self.lm.decode(ids[-16:])
+        marker = next((m for m in SEGMENT_MARKERS if tail.endswith(m)), None)
+        if marker is None:
+            return False
+        before = self.lm.decode([i for i in ids if i not in self.lm.eos_ids])
+        return bool(before.endswith(marker) and T.strip_reflection_tokens(before[: -len(marker)]))
+
+    def reason(self, ids: list[int], text: str, max_new_tokens: int) -> StopReason:
+        if ids and ids[-1] in self.lm.eos_ids:
+            return "eos"
+        if ids and ids[-1] in self.stop_ids:
+            return "retrieval"
+        if self.text_retrieval and text.rstrip().endswith(T.RETRIEVAL):
+            return "retrieval"
+        if self._ends_segment(ids):
+            return "segment"
+        return "length" if len(ids) >= max_new_tokens else "eos"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import weakref
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,13 @@ def _log_softmax_at(logits: np.ndarray, ids: Sequence[int]) -> np.ndarray:
     top = float(logits.max())
     lse = top + float(np.log(np.exp(logits - top).sum()))
     return logits[list(ids)] - lse
+
+
+def _allowed_argmax(logits: np.ndarray, banned: Collection[int]) -> int:
+    """The argmax over the ids not in ``banned`` (``logits`` is left as it is)."""
+    masked = logits.copy()
+    masked[list(banned)] = -np.inf
+    return int(masked.argmax())
 
 
 def continuation_tree(tails: Sequence[Sequence[int]]) -> tuple[dict[tuple[int, ...], tuple[int, ...]], int]:
@@ -125,6 +132,11 @@ class LlamaCppReflectionLM(ReflectionLMBase):
         vocab = self.llm._model.vocab
         is_eog = self._lib.llama_vocab_is_eog
         return [i for i in range(self.n_vocab) if is_eog(vocab, i)]
+
+    def _special_ids(self) -> Sequence[int]:
+        vocab = self.llm._model.vocab
+        is_control = self._lib.llama_vocab_is_control
+        return [i for i in range(self.n_vocab) if is_control(vocab, i)]
 
     # -- low-level decoding ---------------------------------------------------------------------
     def _use_multi_sequence_context(self, n_seq: int) -> None:
@@ -290,17 +302,22 @@ class LlamaCppReflectionLM(ReflectionLMBase):
     def _first_position_probs(self, prompt_ids: list[list[int]], ids: list[int]) -> list[dict[int, float]]:
         return [dict(zip(ids, np.exp(_log_softmax_at(self._score_prompt(p)[0], ids)).tolist())) for p in prompt_ids]
 
-    def _greedy(self, prompt_ids, max_new_tokens, first_seqs, stop):
+    def _greedy(self, prompt_ids, max_new_tokens, first_seqs, stop, bans=None):
         results = []
-        for prompt in prompt_ids:
+        for i, prompt in enumerate(prompt_ids):
+            banned = bans[i] if bans else None
             logits, first = self._score_prompt(prompt, first_seqs)
             generated: list[int] = []
             per_pos: list[dict[int, float]] = []
             cum = 0.0
+            guarded = 0
             for step in range(max_new_tokens):
                 top = float(logits.max())
                 lse = top + float(np.log(np.exp(logits - top).sum()))
                 tid = int(logits.argmax())
+                ban = banned(generated) if banned else ()
+                if tid in ban:
+                    tid, guarded = _allowed_argmax(logits, ban), guarded + 1
                 cum += float(logits[tid]) - lse
                 group = self._groups.get(tid)
                 per_pos.append(dict(zip(group, np.exp(logits[group] - lse).tolist())) if group else {})
@@ -309,7 +326,7 @@ class LlamaCppReflectionLM(ReflectionLMBase):
                     break
                 logits = self._decode([tid])
             self._last_logits = None
-            results.append((generated, cum, per_pos, first))
+            results.append((generated, cum, per_pos, first, guarded))
         return results
 
     def close(self) -> None:

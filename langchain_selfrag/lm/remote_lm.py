@@ -15,6 +15,16 @@ completions) and one of two ways of talking to it is chosen:
 Where neither is possible, group probabilities come from the top-k ``logprobs``: ids missing from
 the top k count as 0 and the group is renormalised. Anything approximate sets ``approximate`` and
 warns once per instance.
+
+The decoding guard (``generate(guard=...)``) runs one token per request until the generation holds
+content, the banned ids biased by -100 (``logit_bias``); the rest is one request as before.
+End of sequence: token mode adds ``min_tokens=1`` (vLLM bans every end-of-sequence id with it);
+text mode bans the ids of common end-of-sequence strings that the server verifiably ends on
+(llama-cpp-python drops ``logit_bias`` when ``min_tokens`` is also sent), and a step that still
+ends the sequence ends the generation. Log-probs stay those of the unmasked softmax where the
+server reports raw log-probs (llama-cpp-python does; vLLM V1 by default). ``guarded`` counts the
+steps whose chosen token scored below the best log-prob the server listed.
+``stop_at_segment`` cuts the generation after the marker (the server may have generated further).
 """
 
 from __future__ import annotations
@@ -23,17 +33,19 @@ import math
 import time
 import warnings
 from collections import OrderedDict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import tokens as T
-from .base import Generation, ReflectionLMBase, ReflectionLMError
+from .base import BanHook, Generation, ReflectionLMBase, ReflectionLMError
 
 #: ``logit_bias`` that makes greedy decoding pick an id (the OpenAI API's maximum).
 FORCE_BIAS = 100.0
 #: Stand-in id for an end-of-sequence token whose real id the server never reveals (text mode).
 UNKNOWN_EOS = -1
+#: End-of-sequence strings of common vocabularies, tried (and verified) to ban EOS in text mode.
+EOS_STRINGS = ("</s>", "<|im_end|>", "<|endoftext|>", "<|end_of_text|>", "<|eot_id|>", "<eos>", "<|end|>")
 
 
 class _Lru(OrderedDict):
@@ -72,6 +84,17 @@ class ServerCapabilities:
     @property
     def mode(self) -> str:
         return "token" if self.token_prompts else "text"
+
+
+@dataclass
+class _Head:
+    """The tokens decoded one by one under the guard, before the rest goes in one request."""
+
+    ids: list[int] = field(default_factory=list)
+    logps: list[float] = field(default_factory=list)
+    per_pos: list[dict[int, float]] = field(default_factory=list)
+    guarded: int = 0
+    done: bool = False
 
 
 def _grammar_literal(text: str) -> str:
@@ -176,6 +199,7 @@ class RemoteReflectionLM(ReflectionLMBase):
         self._splice_specials = True
         self._stop_at_retrieval = True
         self._top_k = top_k
+        self._eos_found: set[int] | None = None
         self.reflection_ids: dict[str, int] = {}
         self.id_to_reflection: dict[int, str] = {}
         try:
@@ -425,19 +449,102 @@ class RemoteReflectionLM(ReflectionLMBase):
         )
 
     def generate(self, prompts: Sequence[str], *, max_new_tokens: int = 100, first_candidates: Sequence[str] = (),
-                 stop_at_retrieval: bool = True) -> list[Generation]:
+                 stop_at_retrieval: bool = True, guard: bool | Sequence[bool] = False,
+                 stop_at_segment: bool = False) -> list[Generation]:
         self._stop_at_retrieval = stop_at_retrieval
         return super().generate(prompts, max_new_tokens=max_new_tokens, first_candidates=first_candidates,
-                                stop_at_retrieval=stop_at_retrieval)
+                                stop_at_retrieval=stop_at_retrieval, guard=guard, stop_at_segment=stop_at_segment)
 
-    def _greedy(self, prompt_ids, max_new_tokens, first_seqs, stop):
+    def _greedy(self, prompt_ids, max_new_tokens, first_seqs, stop, bans=None):
+        bans = list(bans) if bans else [None] * len(prompt_ids)
+        heads = [self._guarded_head(p, max_new_tokens, stop, b) if b else _Head() for p, b in zip(prompt_ids, bans)]
+        todo = [i for i, h in enumerate(heads) if not h.done and len(h.ids) < max_new_tokens]
         greedy = self._greedy_tokens if self.capabilities.token_prompts else self._greedy_text
+        tails: dict[int, tuple[list[int], list[float], list[dict[int, float]]]] = {}
+        if todo:
+            budget = max_new_tokens - min(len(heads[i].ids) for i in todo)
+            tails = dict(zip(todo, greedy([prompt_ids[i] + heads[i].ids for i in todo], budget)))
         results = []
-        for prompt, (ids, logps, per_pos) in zip(prompt_ids, greedy(prompt_ids, max_new_tokens)):
+        for i, (prompt, head) in enumerate(zip(prompt_ids, heads)):
+            rest = max_new_tokens - len(head.ids)
+            t_ids, t_logps, t_pos = tails.get(i, ([], [], []))
+            ids, logps, per_pos = head.ids + t_ids[:rest], head.logps + t_logps[:rest], head.per_pos + t_pos[:rest]
             end = next((k + 1 for k in range(len(ids)) if stop(ids[: k + 1])), len(ids))
             first = self._continuation_logprobs([prompt] * len(first_seqs), first_seqs) if first_seqs else []
-            results.append((ids[:end], float(sum(logps[:end])), per_pos[:end], first))
+            results.append((ids[:end], float(sum(logps[:end])), per_pos[:end], first, head.guarded))
         return results
+
+    def _guarded_head(self, prompt: list[int], max_new_tokens: int, stop: Callable[[list[int]], bool],
+                      banned: BanHook) -> _Head:
+        """One token per request while ``banned`` bans anything; ``done`` when ``stop`` fired."""
+        head = _Head()
+        while len(head.ids) < max_new_tokens:
+            ban = banned(head.ids)
+            if not ban:
+                return head
+            tid, logp, probs, changed = self._guarded_step(prompt, head.ids, ban)
+            head.ids.append(tid)
+            head.logps.append(logp)
+            head.per_pos.append(probs)
+            head.guarded += changed
+            if stop(head.ids):
+                head.done = True
+                return head
+        return head
+
+    def _guarded_step(self, prompt: list[int], generated: list[int], ban) -> tuple[int, float, dict[int, float], bool]:
+        """The next token with ``ban`` biased away: (id, raw log-prob, group probs, ban changed it)."""
+        caps = self.capabilities
+        banned = {i for i in ban if i >= 0}
+        if not caps.token_prompts and UNKNOWN_EOS in ban:
+            banned |= self._text_eos_ids()
+        body: dict[str, Any] = {"max_tokens": 1, "logit_bias": {str(i): -FORCE_BIAS for i in sorted(banned)}}
+        if caps.token_prompts:
+            exact = caps.logprob_token_ids
+            body.update({"prompt": [prompt + generated], "min_tokens": 1, "logprobs": 1 if exact else caps.max_logprobs,
+                         "return_token_ids": True, "return_tokens_as_token_ids": True})
+            if exact and self._critique_ids:
+                body["logprob_token_ids"] = self._critique_ids
+            choice = self._choices(self._complete(body), 1)[0]
+            tid = int(_field(choice, "token_ids", 0))
+            top = _field(choice, "logprobs", "top_logprobs", 0) or {}
+            group = self._groups.get(tid)
+            probs = self._id_probs(top, group, exact=exact) if group else {}
+        else:
+            body.update({"prompt": self._context_text(prompt + generated), "logprobs": 1})
+            choice = _field(self._complete(body), "choices", 0)
+            if not _field(choice, "logprobs", "tokens"):  # ended on an end-of-sequence id it did not ban
+                return UNKNOWN_EOS, self._unreported_eos_logprob(prompt + generated), {}, False
+            top = _field(choice, "logprobs", "top_logprobs", 0) or {}
+            tid, probs = self._identify(prompt, generated, _field(choice, "logprobs", "tokens", 0),
+                                        float(_field(choice, "logprobs", "token_logprobs", 0)))
+        logp = float(_field(choice, "logprobs", "token_logprobs", 0))
+        best = max((float(v) for v in top.values()), default=logp)
+        return tid, logp, probs, best > logp + 1e-6
+
+    def _text_eos_ids(self) -> set[int]:
+        """Ids of :data:`EOS_STRINGS` that are single tokens the server ends generation on (text mode)."""
+        if self._eos_found is None:
+            found = set()
+            for text in EOS_STRINGS:
+                ids = self.tokenize(text, add_bos=False)
+                if len(ids) != 1 or ids[0] in self.id_to_reflection:
+                    continue
+                out = self._complete({"prompt": "The", "max_tokens": 1, "logprobs": 0,
+                                      "logit_bias": {str(ids[0]): FORCE_BIAS}})
+                choice = _field(out, "choices", 0)
+                if choice.get("finish_reason") == "stop" and not (choice.get("logprobs") or {}).get("tokens"):
+                    found.add(ids[0])
+            self._eos_found = found
+        return self._eos_found
+
+    def _unreported_eos_logprob(self, ids: list[int]) -> float:
+        """Log-prob of the end-of-sequence token greedy picks after ``ids``: the best one (text mode)."""
+        anyid = self.tokenize("a", add_bos=False)[0]
+        out = self._complete({"prompt": self._context_text(ids), "max_tokens": 1, "logprobs": 1,
+                              "logit_bias": {str(anyid): FORCE_BIAS}})
+        top = _field(out, "choices", 0, "logprobs", "top_logprobs", 0)
+        return max(float(v) for v in top.values())
 
     # -- token mode -----------------------------------------------------------------------------
     def _greedy_tokens(self, prompt_ids: list[list[int]], max_new_tokens: int):
@@ -562,13 +669,8 @@ class RemoteReflectionLM(ReflectionLMBase):
                     and T.RETRIEVAL not in joined):
                 # The server stopped at an end-of-sequence token it does not report: add it with the
                 # log-prob of the best next token, which is that end-of-sequence token.
-                ctx = self._context_text(prompt + ids)
-                anyid = self.tokenize("a", add_bos=False)[0]
-                out = self._complete({"prompt": ctx, "max_tokens": 1, "logprobs": 1,
-                                      "logit_bias": {str(anyid): FORCE_BIAS}})
-                top = _field(out, "choices", 0, "logprobs", "top_logprobs", 0)
+                logps.append(self._unreported_eos_logprob(prompt + ids))
                 ids.append(UNKNOWN_EOS)
-                logps.append(max(float(v) for v in top.values()))
                 per_pos.append({})
             results.append((ids, logps, per_pos))
         return results

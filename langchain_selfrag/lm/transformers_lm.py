@@ -104,6 +104,9 @@ class TransformersReflectionLM(ReflectionLMBase):
             ids.update(extra)
         return sorted(ids)
 
+    def _special_ids(self) -> Sequence[int]:
+        return list(self.tokenizer.all_special_ids)
+
     # -- model calls ----------------------------------------------------------------------------
     def _left_pad(self, seqs: list[list[int]]):
         torch = self._torch
@@ -157,12 +160,29 @@ class TransformersReflectionLM(ReflectionLMBase):
                 out.extend({i: p for i, p in zip(ids, row)} for row in probs)
         return out
 
-    def _greedy(self, prompt_ids, max_new_tokens, first_seqs, stop):
+    def _greedy(self, prompt_ids, max_new_tokens, first_seqs, stop, bans=None):
+        bans = list(bans) if bans else [None] * len(prompt_ids)
         results = []
         for start in range(0, len(prompt_ids), self.batch_size):
             chunk = prompt_ids[start : start + self.batch_size]
-            results.extend(self._greedy_batch(chunk, max_new_tokens, first_seqs, stop))
+            chunk_bans = bans[start : start + self.batch_size]
+            results.extend(self._greedy_batch(chunk, max_new_tokens, first_seqs, stop, chunk_bans))
         return results
+
+    def _guard_choices(self, last, nxt: list[int], generated, done, bans) -> list[int]:
+        """Rows whose argmax is banned (see ``_greedy``): their argmax over the allowed ids."""
+        torch = self._torch
+        changed = []
+        for row, banned in enumerate(bans):
+            if done[row] or banned is None:
+                continue
+            ban = banned(generated[row])
+            if nxt[row] in ban:
+                masked = last[row].clone()
+                masked[torch.tensor(sorted(ban), device=masked.device, dtype=torch.long)] = float("-inf")
+                nxt[row] = int(masked.argmax())
+                changed.append(row)
+        return changed
 
     def _first_logprobs(self, last, past, mask, pos, first_seqs) -> list[list[float]]:
         """log p(seq | prompt) per row and candidate, from the prompt's next-position logits and
@@ -185,7 +205,7 @@ class TransformersReflectionLM(ReflectionLMBase):
             return [[] for _ in range(last.shape[0])]
         return torch.stack(columns, dim=1).cpu().tolist()
 
-    def _greedy_batch(self, prompt_ids, max_new_tokens, first_seqs, stop):
+    def _greedy_batch(self, prompt_ids, max_new_tokens, first_seqs, stop, bans):
         torch = self._torch
         batch = len(prompt_ids)
         watch = self._reflection_list
@@ -193,6 +213,7 @@ class TransformersReflectionLM(ReflectionLMBase):
         generated: list[list[int]] = [[] for _ in range(batch)]
         per_pos: list[list[dict[int, float]]] = [[] for _ in range(batch)]
         cum = [0.0] * batch
+        guarded = [0] * batch
         done = [False] * batch
         with torch.inference_mode():
             ids, mask, pos = self._left_pad(prompt_ids)
@@ -201,10 +222,12 @@ class TransformersReflectionLM(ReflectionLMBase):
             for step in range(max_new_tokens):
                 last = logits[:, -1, :]
                 lse = torch.logsumexp(last, dim=-1)
-                nxt = last.argmax(dim=-1)
+                nxt_list = last.argmax(dim=-1).cpu().tolist()
+                for row in self._guard_choices(last, nxt_list, generated, done, bans):
+                    guarded[row] += 1
+                nxt = torch.tensor(nxt_list, device=last.device)
                 chosen = (last.gather(1, nxt[:, None])[:, 0] - lse).cpu().tolist()
                 watched = torch.exp(last[:, watch_t] - lse[:, None]).cpu().tolist() if watch else [[]] * batch
-                nxt_list = nxt.cpu().tolist()
                 for row in range(batch):
                     if done[row]:
                         continue
@@ -227,4 +250,4 @@ class TransformersReflectionLM(ReflectionLMBase):
                 mask = torch.cat([mask, torch.ones((batch, 1), dtype=mask.dtype, device=self.device)], dim=1)
                 pos = pos[:, -1:] + 1
                 logits, past = self._forward(feed, mask, pos, 1, past=past)
-        return [(generated[r], cum[r], per_pos[r], first[r]) for r in range(batch)]
+        return [(generated[r], cum[r], per_pos[r], first[r], guarded[r]) for r in range(batch)]
