@@ -93,7 +93,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "hard_constraints": args.hard_constraints, "abstain_isrel": args.abstain_isrel,
         "abstain_issup": args.abstain_issup, "closed_set": True if args.option else args.closed_set,
         "w_rel": args.w_rel, "w_sup": args.w_sup, "w_use": args.w_use, "step_budget": args.step_budget,
-        "max_passage_tokens": args.max_passage_tokens,
+        "max_passage_tokens": args.max_passage_tokens, "decoding_guard": args.decoding_guard,
     }
     return {k: v for k, v in values.items() if v is not None}
 
@@ -166,6 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_ask.add_argument("--max-new-tokens", type=int, help=f"tokens per segment (default {defaults.max_new_tokens})")
     p_ask.add_argument("--max-passage-tokens", type=int,
                        help="cut longer passages to this many tokens (default: whatever fits the model's context)")
+    p_ask.add_argument("--no-decoding-guard", dest="decoding_guard", action="store_false", default=None,
+                       help="plain greedy decoding: let a segment end before it has any answer text")
     p_ask.add_argument("--hard-constraints", action="store_true", default=None,
                        help="drop candidates judged [No support / Contradictory]")
     p_ask.add_argument("--abstain-isrel", type=float, help="abstain unless a passage reaches this IsRel")

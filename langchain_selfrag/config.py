@@ -37,6 +37,10 @@ class SelfRAGConfig:
       reserved tokens per segment, split evenly over the segments still to come in long form.
       Chosen so that the paper's short passages always go in whole while no passage can overflow
       the context; a number only lowers that (to save time per prompt), never raises it.
+    decoding_guard: while a segment has no content token yet, the model may not choose end of
+      sequence, a ``[Utility:k]`` or an IsSup token (and an IsRel token only first), so it cannot
+      skip the answer. Applied to every evidence prompt and to a plain prompt whose beam has no
+      answer text yet (a continuation may legitimately end at once). False: plain greedy decoding.
     """
 
     mode: RetrievalMode = "adaptive"
@@ -55,6 +59,7 @@ class SelfRAGConfig:
     abstain_issup: float = 0.0
     closed_set: bool = False
     max_passage_tokens: int | None = None
+    decoding_guard: bool = True
 
     def __post_init__(self) -> None:
         if self.mode not in ("adaptive", "always", "never"):
@@ -66,6 +71,8 @@ class SelfRAGConfig:
         limit = self.max_passage_tokens
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
             raise ConfigError(f"max_passage_tokens must be a positive integer or None, not {limit!r}")
+        if not isinstance(self.decoding_guard, bool):
+            raise ConfigError(f"decoding_guard must be True or False, not {self.decoding_guard!r}")
         for name in ("threshold", "abstain_isrel", "abstain_issup"):
             value = getattr(self, name)
             if not 0.0 <= float(value) <= 1.0:

@@ -62,6 +62,7 @@ class ServerContext(TypedDict, total=False):
     w_sup: float
     w_use: float
     hard_constraints: bool
+    decoding_guard: bool
     long_form: bool
     beam_width: int
     max_segments: int

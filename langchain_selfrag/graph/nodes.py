@@ -14,12 +14,21 @@ Documented fallbacks for models that emit malformed or missing reflection tokens
 * no IsSup token after an evidence segment -> IsSup = 0 (the paper's rule) and no hard-constraint
   drop; no IsUse token -> IsUse = 0;
 * a candidate whose text is empty once reflection tokens are stripped is never selected while
-  another has text; if none has text the graph abstains.
+  another has text; if none has text the graph abstains;
+* an LM whose ``generate`` does not take ``guard`` / ``stop_at_segment`` (an older backend) is
+  called without them; its candidates record ``decoding_guard`` False.
+
+Long form (paper section 3.3): a segment ends at the model's next Retrieve-group token
+([Retrieval], [No Retrieval], [Continue to Use Evidence]), at end of sequence or at
+``max_new_tokens``. The retrieve decision is taken again before every segment, evidence is
+fetched again for it (given passages are re-ranked against the segment query), and a
+[Continue to Use Evidence] segment keeps the beam's current passage.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -33,6 +42,7 @@ from .. import tokens as T
 from ..errors import EmptyQuestionError, InvalidInputError, QuestionTooLongError
 from ..passage_budget import EvidenceFitter, FittedPassage, check_prompt_fits
 from ..prompts import build_instruction, format_prompt, without_retrieval
+from ..rerank import rerank
 from ..retrieval import afetch_documents, document_title, fetch_documents
 from .context import SelfRAGContext, lm_lock, resolve_context
 from .state import Beam, Candidate, SelfRAGState
@@ -94,7 +104,8 @@ def prepare(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, 
     with lm_lock(ctx.lm):
         check_prompt_fits(ctx.lm, prompt, ctx.config.max_new_tokens, segments=segments)
     root: Beam = {"id": 0, "prefix": "", "segments": [], "score_sum": 0.0, "done": False,
-                  "need_retrieval": False, "evidence": [], "last_stop": None}
+                  "need_retrieval": False, "evidence": [], "last_stop": None, "last_marker": None,
+                  "current_passage": None}
     return {
         "prompt": prompt,
         "given_passages": given,
@@ -115,41 +126,75 @@ def prepare(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, 
 
 
 # -- decide retrieval ---------------------------------------------------------------------------
+#: A retrieve decision: (retrieve?, normalised p([Retrieval]) or None, what decided it).
+Decision = tuple[bool, float | None, str]
+
+
+def _first_decision(ctx: SelfRAGContext, state: Mapping[str, Any], can_retrieve: bool) -> Decision:
+    cfg = ctx.config
+    if not can_retrieve:
+        return False, None, "no_source"
+    if cfg.mode != "adaptive":
+        return cfg.mode == "always", None, "mode"
+    with lm_lock(ctx.lm):
+        probs = ctx.lm.candidate_probs([state["prompt"]], [T.NO_RETRIEVAL, T.RETRIEVAL])[0]
+    return S.should_retrieve(probs, cfg.threshold), S.retrieve_probability(probs), "threshold"
+
+
+def _later_decisions(ctx: SelfRAGContext, state: Mapping[str, Any], beams: list[Beam],
+                     can_retrieve: bool) -> dict[int, Decision]:
+    """Decisions before a later long-form segment, reading p([Retrieval]) in one batched call."""
+    cfg = ctx.config
+    if not can_retrieve:
+        return {b["id"]: (False, None, "no_source") for b in beams}
+    if cfg.mode != "adaptive":
+        return {b["id"]: (cfg.mode == "always", None, "mode") for b in beams}
+    out: dict[int, Decision] = {b["id"]: (True, None, "token") for b in beams if b.get("last_stop") == "retrieval"}
+    asked = [b for b in beams if b["id"] not in out]
+    if asked:
+        with lm_lock(ctx.lm):
+            probs = ctx.lm.candidate_probs([state["prompt"] + b.get("prefix", "") for b in asked],
+                                           [T.NO_RETRIEVAL, T.RETRIEVAL])
+        for beam, p in zip(asked, probs):
+            out[beam["id"]] = (S.should_retrieve(p, cfg.threshold), S.retrieve_probability(p), "threshold")
+    return out
+
+
 def decide_retrieval(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, Any]:
     """Set ``need_retrieval`` on every live beam.
 
-    First segment: mode ``always`` / ``never`` decide; ``adaptive`` reads
-    ``lm.candidate_probs([prompt], [NO_RETRIEVAL, RETRIEVAL])`` and retrieves iff the normalised
-    p([Retrieval]) exceeds ``threshold``. Later segments (long form): retrieve iff the previous
-    segment stopped at the model's own ``[Retrieval]`` token (``always``: at every segment).
-    Without a retriever and without given passages nothing is retrieved and the model is not asked.
+    Modes ``always`` / ``never`` decide alone, at every segment. ``adaptive``: the first segment
+    reads ``lm.candidate_probs([prompt], [NO_RETRIEVAL, RETRIEVAL])`` and retrieves iff the
+    normalised p([Retrieval]) exceeds ``threshold`` (it becomes ``retrieve_probability``). A later
+    (long-form) segment retrieves iff the previous one stopped at the model's own ``[Retrieval]``
+    token, or the same normalised probability, read at the beam's continuation point
+    (``prompt + prefix``, before the token that ended the previous segment), exceeds ``threshold``;
+    the beams that need it are asked in one batched ``candidate_probs`` call. Without a retriever
+    and without given passages nothing is retrieved and the model is not asked. Each decision is
+    a ``retrieve_decision`` event with its ``probability`` (None when not read) and ``trigger``
+    (``threshold``, ``token``, ``mode`` or ``no_source``).
     """
     ctx = _ctx(runtime)
-    cfg = ctx.config
     can_retrieve = ctx.retriever is not None or state.get("given_passages") is not None
     beams = [dict(b) for b in state.get("beams", [])]
-    update: dict[str, Any] = {}
     depth = state.get("depth", 0)
-    for beam in beams:
-        if beam.get("done"):
-            continue
-        if depth == 0 or not beam.get("segments"):
-            if cfg.mode == "adaptive" and can_retrieve:
-                with lm_lock(ctx.lm):
-                    probs = ctx.lm.candidate_probs([state["prompt"]], [T.NO_RETRIEVAL, T.RETRIEVAL])[0]
-                update["retrieve_probability"] = S.retrieve_probability(probs)
-                need = S.should_retrieve(probs, cfg.threshold)
-            else:
-                need = cfg.mode == "always"
-        elif cfg.mode == "never":
-            need = False
-        elif cfg.mode == "always":
-            need = True
-        else:
-            need = beam.get("last_stop") == "retrieval"
+    live = [b for b in beams if not b.get("done")]
+    first = [b for b in live if depth == 0 or not b.get("segments")]
+    later = [b for b in live if not (depth == 0 or not b.get("segments"))]
+    update: dict[str, Any] = {}
+    decisions: dict[int, Decision] = {}
+    if first:
+        decision = _first_decision(ctx, state, can_retrieve)
+        if decision[1] is not None:
+            update["retrieve_probability"] = decision[1]
+        decisions.update((b["id"], decision) for b in first)
+    if later:
+        decisions.update(_later_decisions(ctx, state, later, can_retrieve))
+    for beam in live:
+        need, probability, trigger = decisions[beam["id"]]
         beam["need_retrieval"] = bool(need and can_retrieve)
         _emit(runtime, "retrieve_decision", depth=depth, beam=beam["id"], retrieve=beam["need_retrieval"],
-              probability=update.get("retrieve_probability"), mode=cfg.mode)
+              probability=probability, trigger=trigger, mode=ctx.config.mode)
     update["beams"] = beams
     return update
 
@@ -180,6 +225,15 @@ def _plan_retrieval(state: Mapping[str, Any]) -> tuple[list[Beam], list[str | No
     return beams, queries, distinct
 
 
+def _given_for(given: Sequence[Document], beam: Beam, query: str, k: int) -> list[Document]:
+    """Given passages for one beam: the caller's first ``k`` for the first segment; for a later one
+    the ``k`` that best match the segment query (BM25 over all of them, ties in the given order)."""
+    if not beam.get("segments"):
+        return list(given[:k])
+    texts = [f"{document_title(d)}\n{d.page_content}" for d in given]
+    return [given[i] for i in rerank(query, texts, k)]
+
+
 def _attach_evidence(state: Mapping[str, Any], runtime: Runtime[SelfRAGContext] | None, k: int, beams: list[Beam],
                      queries: list[str | None], found: Mapping[str, list[Document]]) -> dict[str, Any]:
     passages = list(state.get("passages") or [])
@@ -188,7 +242,7 @@ def _attach_evidence(state: Mapping[str, Any], runtime: Runtime[SelfRAGContext] 
     for beam, query in zip(beams, queries):
         if query is None:
             continue
-        docs = given[:k] if given is not None else found[query]
+        docs = _given_for(given, beam, query, k) if given is not None else found[query]
         evidence = []
         for doc in docs:
             key = _doc_key(doc)
@@ -210,9 +264,11 @@ def retrieve(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str,
 
     The query is the question for the first segment and the question plus the previous segment
     afterwards; each distinct query is sent once. Given passages (input ``passages``) replace the
-    retriever. Passages are collected, without duplicates, in ``passages``; each beam keeps the
-    indices of its evidence. A beam whose retrieval finds nothing falls back to generation without
-    retrieval. :func:`aretrieve` is the same node for async runs.
+    retriever: the first segment takes the first ``k``, a later one the ``k`` that match its query
+    best (:func:`langchain_selfrag.rerank.rerank`). Passages are collected, without duplicates,
+    in ``passages``; each beam keeps the indices of its evidence. A beam whose retrieval finds
+    nothing falls back to generation without retrieval. :func:`aretrieve` is the same node for
+    async runs.
     """
     ctx = _ctx(runtime)
     beams, queries, distinct = _plan_retrieval(state)
@@ -260,20 +316,71 @@ retrieve_node = SyncAsyncNode("retrieve", retrieve, aretrieve)
 
 
 # -- generate -----------------------------------------------------------------------------------
+#: The Retrieve-group token that can end a segment, by the generation's stop reason.
+_SEGMENT_ENDS = {"retrieval": (T.RETRIEVAL,), "segment": (T.NO_RETRIEVAL, T.CONTINUE)}
+
+
 def _continuation_prompt(state: Mapping[str, Any], beam: Beam) -> str:
+    """The prompt of a segment without new evidence.
+
+    First segment: ``prompt + [No Retrieval]``. Later: the prefix plus the token that ended the
+    previous segment when the model wrote [No Retrieval] or [Continue to Use Evidence];
+    ``[No Retrieval]`` after a [Retrieval] stop that got no evidence; nothing after a length stop.
+    """
     base = state["prompt"] + beam.get("prefix", "")
     if not beam.get("segments"):
         return without_retrieval(base)
-    if beam.get("last_stop") == "retrieval":
+    marker = beam.get("last_marker")
+    if marker in (T.NO_RETRIEVAL, T.CONTINUE):
+        return base + marker
+    if marker == T.RETRIEVAL or beam.get("last_stop") == "retrieval":
         return base + T.NO_RETRIEVAL
     return base
 
 
-def _candidate(gen: Any, *, beam: Beam, depth: int, passage: int | None, prompt: str,
+def _has_text(beam: Beam) -> bool:
+    return any(seg.get("text") for seg in beam.get("segments") or [])
+
+
+def _continued_passage(beam: Beam) -> int | None:
+    """The passage a [Continue to Use Evidence] segment keeps using (None for other segments)."""
+    if beam.get("segments") and beam.get("last_marker") == T.CONTINUE:
+        return beam.get("current_passage")
+    return None
+
+
+def _split_marker(gen: Any) -> tuple[str, str | None]:
+    """The generated text without the Retrieve-group token that ended the segment, and that token."""
+    text = gen.text.rstrip()
+    for marker in _SEGMENT_ENDS.get(gen.stop_reason, ()):
+        if text.endswith(marker):
+            return text[: -len(marker)], marker
+    return gen.text, None
+
+
+def _generate_options(lm: Any, **options: Any) -> dict[str, Any]:
+    """The subset of ``options`` that ``lm.generate`` takes (all when it takes ``**kwargs``)."""
+    try:
+        params = inspect.signature(lm.generate).parameters
+    except (TypeError, ValueError):
+        return options
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return options
+    return {k: v for k, v in options.items() if k in params}
+
+
+def _run_generate(lm: Any, prompts: list[str], cfg: Any, guards: list[bool],
+                  first_candidates: Sequence[str] = ()) -> tuple[list[Any], list[bool]]:
+    """One batched ``lm.generate`` call; returns the generations and the guard flag each really got."""
+    options = _generate_options(lm, guard=guards, stop_at_segment=cfg.long_form)
+    gens = lm.generate(prompts, max_new_tokens=cfg.max_new_tokens, first_candidates=first_candidates,
+                       stop_at_retrieval=cfg.long_form, **options)
+    return gens, (list(guards) if "guard" in options else [False] * len(prompts))
+
+
+def _candidate(gen: Any, *, beam: Beam, depth: int, passage: int | None, prompt: str, guard: bool = False,
                fitted: FittedPassage | None = None) -> Candidate:
-    raw = gen.text
-    if gen.stop_reason == "retrieval" and raw.endswith(T.RETRIEVAL):
-        raw = raw[: -len(T.RETRIEVAL)]
+    raw, marker = _split_marker(gen)
     return {
         "beam": beam["id"],
         "depth": depth,
@@ -284,6 +391,7 @@ def _candidate(gen: Any, *, beam: Beam, depth: int, passage: int | None, prompt:
         "n_tokens": len(gen.token_ids),
         "cum_logprob": float(gen.cumulative_logprob),
         "first_probs": dict(gen.first_probs or {}),
+        "isrel_token": next((p.token for p in gen.reflections if p.kind is T.Kind.ISREL), None),
         "issup_probs": gen.probs_for(T.Kind.ISSUP),
         "isuse_probs": gen.probs_for(T.Kind.ISUSE),
         "reflections": [
@@ -291,6 +399,10 @@ def _candidate(gen: Any, *, beam: Beam, depth: int, passage: int | None, prompt:
             for p in gen.reflections
         ],
         "stop_reason": gen.stop_reason,
+        "marker": marker,
+        "continued": False,
+        "decoding_guard": bool(guard),
+        "guarded": int(getattr(gen, "guarded", 0) or 0),
         "truncated": bool(fitted and fitted.truncated),
         "passage_tokens": fitted.tokens if fitted else None,
         "passage_tokens_total": fitted.total if fitted else None,
@@ -299,12 +411,26 @@ def _candidate(gen: Any, *, beam: Beam, depth: int, passage: int | None, prompt:
     }
 
 
+def _continue_evidence(cand: Candidate, beam: Beam) -> None:
+    """A [Continue to Use Evidence] candidate takes the IsRel judgement of the segment that retrieved its passage."""
+    source = next((s for s in reversed(beam.get("segments") or []) if s.get("passage") == cand["passage"]), {})
+    cand["continued"] = True
+    cand["first_probs"] = dict(source.get("first_probs") or {})
+    cand["isrel_token"] = source.get("isrel_token")
+
+
 def generate(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, Any]:
     """Generate one segment per (beam, passage) in one batched call, and one per beam without evidence.
 
     Evidence prompts are ``with_evidence(prompt + prefix, title, text)`` and are generated with
     ``first_candidates=([Irrelevant], [Relevant])`` so IsRel comes out of the same pass. Short form
-    generates the whole answer; long form stops at the model's ``[Retrieval]`` token.
+    generates the whole answer; long form stops at the model's ``[Retrieval]`` token and
+    (``stop_at_segment``) at its ``[No Retrieval]`` / ``[Continue to Use Evidence]`` after content.
+    A beam without new evidence continues from :func:`_continuation_prompt`; after
+    [Continue to Use Evidence] its candidate keeps the beam's current passage.
+
+    ``guard`` (``decoding_guard``) is asked for every evidence prompt and for a plain prompt whose
+    beam has no answer text yet; each candidate records ``decoding_guard`` and ``guarded``.
 
     A passage text longer than its token budget (``max_passage_tokens``, by default what fits the
     model's context; see :mod:`langchain_selfrag.passage_budget`) is cut with the model's own
@@ -317,7 +443,7 @@ def generate(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str,
     segments = max(cfg.max_segments - depth, 1) if cfg.long_form else 1
     fitter = EvidenceFitter(ctx.lm, cfg.max_new_tokens, segments=segments, limit=cfg.max_passage_tokens)
     evidence_jobs: list[tuple[Beam, int, str, FittedPassage | None]] = []
-    plain_jobs: list[tuple[Beam, str]] = []
+    plain_jobs: list[tuple[Beam, str, bool, int | None]] = []
     with lm_lock(ctx.lm):
         for beam in _alive(state):
             if beam.get("need_retrieval") and beam.get("evidence"):
@@ -330,19 +456,23 @@ def generate(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str,
                         _emit(runtime, "passage_truncated", depth=depth, beam=beam["id"], passage=i,
                               kept_tokens=fitted.tokens, total_tokens=fitted.total)
             else:
-                plain_jobs.append((beam, _continuation_prompt(state, beam)))
-        stop = cfg.long_form
+                plain_jobs.append((beam, _continuation_prompt(state, beam),
+                                   cfg.decoding_guard and not _has_text(beam), _continued_passage(beam)))
         candidates: list[Candidate] = []
         if evidence_jobs:
-            gens = ctx.lm.generate([p for _, _, p, _ in evidence_jobs], max_new_tokens=cfg.max_new_tokens,
-                                   first_candidates=ISREL, stop_at_retrieval=stop)
-            for (beam, i, prompt, fitted), gen in zip(evidence_jobs, gens):
-                candidates.append(_candidate(gen, beam=beam, depth=depth, passage=i, prompt=prompt, fitted=fitted))
+            gens, guards = _run_generate(ctx.lm, [p for _, _, p, _ in evidence_jobs], cfg,
+                                         [cfg.decoding_guard] * len(evidence_jobs), ISREL)
+            for (beam, i, prompt, fitted), gen, guard in zip(evidence_jobs, gens, guards):
+                candidates.append(_candidate(gen, beam=beam, depth=depth, passage=i, prompt=prompt, guard=guard,
+                                             fitted=fitted))
         if plain_jobs:
-            gens = ctx.lm.generate([p for _, p in plain_jobs], max_new_tokens=cfg.max_new_tokens,
-                                   stop_at_retrieval=stop)
-            for (beam, prompt), gen in zip(plain_jobs, gens):
-                candidates.append(_candidate(gen, beam=beam, depth=depth, passage=None, prompt=prompt))
+            gens, guards = _run_generate(ctx.lm, [p for _, p, _, _ in plain_jobs], cfg,
+                                         [g for _, _, g, _ in plain_jobs])
+            for (beam, prompt, _, passage), gen, guard in zip(plain_jobs, gens, guards):
+                cand = _candidate(gen, beam=beam, depth=depth, passage=passage, prompt=prompt, guard=guard)
+                if passage is not None:
+                    _continue_evidence(cand, beam)
+                candidates.append(cand)
     start = len(state.get("trace") or [])
     for n, cand in enumerate(candidates):
         cand["id"] = start + n
@@ -354,11 +484,14 @@ def grade_relevance(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> di
     """IsRel of every evidence candidate from its first-position probabilities.
 
     Candidates without first-position probabilities are scored in one ``candidate_probs`` call;
-    if the model still gives none, IsRel is 0. Candidates without evidence get IsRel None.
+    if the model still gives none, IsRel is 0. Candidates without evidence get IsRel None. A
+    [Continue to Use Evidence] candidate has the probabilities of the segment that retrieved its
+    passage (its own prompt does not end with evidence, so it is never asked).
     """
     ctx = _ctx(runtime)
     cands = [dict(c) for c in state.get("candidates", [])]
-    missing = [c for c in cands if c.get("passage") is not None and not any((c.get("first_probs") or {}).values())]
+    missing = [c for c in cands if c.get("passage") is not None and not c.get("continued")
+               and not any((c.get("first_probs") or {}).values())]
     if missing:
         with lm_lock(ctx.lm):
             probs = ctx.lm.candidate_probs([c["prompt"] for c in missing], ISREL)
@@ -425,7 +558,9 @@ def rank(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, Any
     """Score every candidate, ``f = p(y) + w_rel IsRel + w_sup IsSup + w_use IsUse``, and expand the beams.
 
     Short form keeps one finished beam per candidate (the answers ranked by score); long form keeps
-    the ``beam_width`` best beams by mean segment score. The candidates join ``trace``.
+    the ``beam_width`` best beams by mean segment score. In long form a beam whose segment stopped
+    at end of sequence is finished; one that stopped at a Retrieve-group token (``retrieval``,
+    ``segment``) or at ``length`` goes on until ``max_segments``. The candidates join ``trace``.
     """
     ctx = _ctx(runtime)
     cfg = ctx.config
@@ -456,6 +591,8 @@ def rank(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, Any
             "need_retrieval": False,
             "evidence": [],
             "last_stop": cand["stop_reason"],
+            "last_marker": cand.get("marker"),
+            "current_passage": cand["passage"] if cand.get("passage") is not None else parent.get("current_passage"),
         }
         next_id += 1
         pool.append(beam)
@@ -503,6 +640,8 @@ def _public(cand: Mapping[str, Any], selected: set[int]) -> dict[str, Any]:
         "selected": cand.get("id") in selected,
         "depth": cand.get("depth", 0),
         "stop_reason": cand.get("stop_reason"),
+        "decoding_guard": bool(cand.get("decoding_guard")),
+        "guarded": int(cand.get("guarded") or 0),
         "truncated": bool(cand.get("truncated")),
         "passage_tokens": cand.get("passage_tokens"),
         "passage_tokens_total": cand.get("passage_tokens_total"),
@@ -510,16 +649,27 @@ def _public(cand: Mapping[str, Any], selected: set[int]) -> dict[str, Any]:
     }
 
 
+def judged_relevant(cand: Mapping[str, Any]) -> bool:
+    """The model judged the candidate's passage [Relevant]: the IsRel token it generated, or when it
+    generated none, p([Relevant]) > p([Irrelevant]) at the first position."""
+    token = cand.get("isrel_token")
+    if token is not None:
+        return token == T.RELEVANT
+    probs = cand.get("first_probs") or {}
+    return probs.get(T.RELEVANT, 0.0) > probs.get(T.IRRELEVANT, 0.0)
+
+
 def _cites(cand: Mapping[str, Any]) -> bool:
-    """A segment cites its passage unless the model judged it [No support / Contradictory]."""
-    return cand.get("passage") is not None and not S.violates_hard_constraint(cand.get("issup_probs"))
+    """A segment cites its passage iff the model judged it [Relevant] and not [No support / Contradictory]."""
+    return (cand.get("passage") is not None and judged_relevant(cand)
+            and not S.violates_hard_constraint(cand.get("issup_probs")))
 
 
 def _abstain_reason(state: Mapping[str, Any], cfg: Any, chosen: list[Mapping[str, Any]]) -> str | None:
     trace = state.get("trace") or []
     if trace and all(c.get("dropped") for c in trace):
         return "every candidate was dropped by the hard constraint ([No support / Contradictory])"
-    if not chosen or not any(c.get("text") for c in chosen):
+    if not chosen or not any(_says_something(c) for c in chosen):
         return "the model produced no answer text"
     bars = cfg.abstain_isrel > 0 or cfg.abstain_issup > 0
     if bars and state.get("retrieval_attempted"):
@@ -535,10 +685,15 @@ def _abstain_reason(state: Mapping[str, Any], cfg: Any, chosen: list[Mapping[str
     return None
 
 
+def _says_something(cand: Mapping[str, Any]) -> bool:
+    """True when the candidate's text holds a letter or digit (``":"`` alone is no answer)."""
+    return any(ch.isalnum() for ch in cand.get("text") or "")
+
+
 def _choose_short(state: Mapping[str, Any], cfg: Any) -> list[Mapping[str, Any]]:
     beams = [b for b in state.get("beams", []) if b.get("segments")]
     cands = [b["segments"][-1] for b in beams]
-    with_text = [c for c in cands if c.get("text")] or cands
+    with_text = [c for c in cands if _says_something(c)] or cands
     if not with_text:
         return []
     if cfg.closed_set:
@@ -558,7 +713,8 @@ def select(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, A
     chose to give without retrieval is not held to the bars.
 
     Long-form segments generated from a passage carry ``[n]``, n indexing ``citations`` (from 1),
-    unless the model judged the segment [No support / Contradictory]. Sets ``pending_abstain``
+    when the model judged the passage [Relevant] and the segment not [No support / Contradictory]
+    (:func:`_cites`; short form cites by the same rule). Sets ``pending_abstain``
     when the answer must not be given (see :func:`route_after_select`).
     """
     cfg = _ctx(runtime).config

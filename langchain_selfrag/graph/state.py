@@ -35,7 +35,15 @@ class OutputState(TypedDict):
 
 
 class Candidate(TypedDict, total=False):
-    """One generated segment candidate with its critique scores (``trace`` holds their public view)."""
+    """One generated segment candidate with its critique scores (``trace`` holds their public view).
+
+    ``raw`` is the generated text without the Retrieve-group token that ended the segment; that
+    token is ``marker`` ([Retrieval], [No Retrieval], [Continue to Use Evidence] or None).
+    ``continued``: generated after [Continue to Use Evidence], so ``passage`` is the beam's current
+    evidence and ``first_probs`` / ``isrel_token`` are those of the segment that retrieved it.
+    ``isrel_token``: the IsRel token the model generated (None if none). ``decoding_guard``: the
+    guard was asked for this prompt; ``guarded``: positions where it changed the token choice.
+    """
 
     id: int
     beam: int
@@ -51,6 +59,11 @@ class Candidate(TypedDict, total=False):
     isuse_probs: dict[str, float] | None
     reflections: list[dict[str, Any]]
     stop_reason: str
+    marker: str | None
+    continued: bool
+    isrel_token: str | None
+    decoding_guard: bool
+    guarded: int
     truncated: bool
     passage_tokens: int | None
     passage_tokens_total: int | None
@@ -64,7 +77,12 @@ class Candidate(TypedDict, total=False):
 
 
 class Beam(TypedDict, total=False):
-    """A partial answer in long-form beam search (short form uses a single beam of depth one)."""
+    """A partial answer in long-form beam search (short form uses a single beam of depth one).
+
+    ``last_marker``: the Retrieve-group token that ended the last segment (re-appended to the next
+    continuation prompt); ``current_passage``: the evidence passage last used, which a
+    [Continue to Use Evidence] segment keeps using.
+    """
 
     id: int
     prefix: str
@@ -74,6 +92,8 @@ class Beam(TypedDict, total=False):
     need_retrieval: bool
     evidence: list[int]
     last_stop: str | None
+    last_marker: str | None
+    current_passage: int | None
 
 
 class SelfRAGState(InputState, OutputState, total=False):
