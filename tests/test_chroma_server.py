@@ -11,13 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from corpora import invented_corpus
+from loopback import free_port, port_is_open, running
 
 from langchain_selfrag.cli import main
 from langchain_selfrag.errors import EmptyStoreError, StoreError
 from langchain_selfrag.graph.context import default_store, resolve_context
 from langchain_selfrag.retrieval import index_path, open_store, store_size
-
-from loopback import free_port, port_is_open, running
 
 ROOT = Path(__file__).resolve().parents[1]
 #: chromadb 1.x serves the v2 API; the v1 heartbeat answers 410 Gone.
@@ -30,18 +30,6 @@ def selfrag(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False"}
     return subprocess.run([sys.executable, "-m", "langchain_selfrag.cli", *args], check=False, capture_output=True,
                           text=True, timeout=300, cwd=ROOT, env=env)
-
-
-def invented_corpus(root: Path) -> Path:
-    """Facts no model or search index can know, so every hit comes from this folder."""
-    root.mkdir()
-    (root / "travik.txt").write_text("Mount Travik is 4123 metres tall. Ilsa Brenner first climbed it in 1911.\n")
-    (root / "zorblat.md").write_text("# Zorblat\n\nEvery March the town of Quenby holds the Zorblat festival, "
-                                     "where people race wooden geese down the river.\n")
-    (root / "kessar.jsonl").write_text(
-        json.dumps({"title": "Kessar", "text": "Coins of the Kessari empire were struck from tin and cobalt."}) + "\n"
-        + json.dumps({"title": "Kessar", "text": "The Kessari capital, Ombrel, stood on three hills."}) + "\n")
-    return root
 
 
 @pytest.fixture(scope="module")

@@ -1,48 +1,156 @@
-"""The bundled model's card is rendered from its measurement files, and says what they say."""
+"""The bundled model's card and versions.json are made by code from a build's artefacts."""
 
 from __future__ import annotations
 
 import json
 
-from cookbook.selfrag_smollm2.model_card import render
+import pytest
+
+from cookbook.selfrag_smollm2.model_card import (
+    CHAIN,
+    LEGACY,
+    VERSIONS_SCHEMA,
+    acceptance,
+    add_build,
+    load_versions,
+    render,
+    upsert,
+    version_row,
+)
 
 
 def write(folder, name, data):
     (folder / name).write_text(json.dumps(data))
 
 
-def test_card_reads_targets_times_and_earlier_builds(tmp_path):
-    ev = {"retrieve": {"auc": 0.99}, "isrel": {"auc": 0.80}, "match": {"selfrag": 0.3, "no_retrieval": 0.1, "base_with_top1_passage": 0.4}}
-    write(tmp_path, "eval.json", ev)
-    write(tmp_path, "selfrag_training.json", {"steps": 10, "seconds": 600, "seconds_total": 1200, "config": {"batch_size": 8}})
-    write(tmp_path, "generator_phase1_training.json", {"steps": 5, "seconds": 1800, "config": {"batch_size": 8}})
-    card = render(tmp_path)
-    assert "| IsRel ROC AUC" in card and "0.800 | ≥ 0.85: **missed**" in card
-    assert "20.0 min" in card and "about 50 minutes of CPU training" in card  # resumed runs are summed
-    assert "Self-RAG ≥ 2× this: met (3.0×)" in card
-    assert "matches 0.40 against Self-RAG's 0.30" in card
-    assert "Earlier builds" not in card
-
-    write(tmp_path, "eval.json", ev | {"isrel": {"auc": 0.9, "auc_ci95": [0.86, 0.93]}, "match": {"selfrag": 0.5, "no_retrieval": 0.1, "base_with_top1_passage": 0.4}})
-    write(tmp_path, "versions.json", {"versions": [{"build": "old", "training": "x", "eval": ev}]})
-    card = render(tmp_path)
-    assert "0.900 (95% CI 0.860–0.930) | ≥ 0.85: met" in card
-    assert "IsRel meets its target on this held-out sample:" in card and "stays above 0.85" in card
-    assert "also beats the untrained base" in card
-    assert "| old | x | 0.990 | 0.800 |" in card and "| this one | 5 + 10 steps, 50 min | 0.990 | 0.900 |" in card
+def chain_eval(match=0.6, share=0.02, isrel=0.93, issup=0.8, top1=0.5, base=0.56, ci=(0.88, 0.96)) -> dict:
+    return {
+        "schema": "selfrag-smollm2-eval/chain-1", "seed": 0, "heldout_articles": ["A", "B"],
+        "model": {"file": "selfrag-smollm2-135m-abc.gguf", "sha256": "f" * 64}, "config": {"mode": "adaptive", "k": 5},
+        "chain": {"n": 50, "matched": int(match * 50), "match": match, "abstained": 1, "empty": 0,
+                  "abstained_or_empty": 1, "abstained_or_empty_share": share, "abstain_reasons": {"the model produced no answer text": 1},
+                  "errors": {}, "retrieved_share": 1.0,
+                  "isrel": {"auc": isrel, "auc_ci95": list(ci), "positives": 40, "negatives": 160},
+                  "issup": {"agreement": issup, "n": 60, "per_label": {"[Fully supported]": {"n": 30, "agreement": 0.9}}}},
+        "match": {"n": 50, "selfrag": match, "no_retrieval": 0.1, "selfrag_top1": top1, "base_with_top1_passage": base,
+                  "base_closed_book": 0.05},
+        "probes": {"retrieve": {"auc": 0.99}, "isrel_forced_gold": {"auc": 0.88}, "issup_forced": {"agreement": 0.55}},
+        "seconds": 900.0,
+        "examples": [{"question": "Who?", "gold": "X", "selfrag": "X", "no_retrieval": "Y", "selfrag_top1": "X"}],
+    }
 
 
-def test_shipping_a_new_build_remembers_the_old_one(tmp_path):
-    from cookbook.selfrag_smollm2.package import remember_shipped_build
+LEGACY_EVAL = {"model": "/tmp/run/selfrag-smollm2-135m.q8_0.gguf", "heldout_articles": ["A", "B"],
+               "retrieve": {"auc": 0.998}, "isrel": {"auc": 0.866}, "issup": {"agreement": 0.52},
+               "match": {"n": 100, "selfrag": 0.47, "no_retrieval": 0.04, "base_with_top1_passage": 0.43}, "seconds": 274.5}
 
-    old = {"isrel": {"auc": 0.7}, "examples": [{"question": "q"}]}
-    write(tmp_path, "eval.json", old)
-    write(tmp_path, "selfrag_training.json", {"steps": 7})
-    remember_shipped_build(tmp_path, old | {"examples": []})  # same numbers again: nothing to remember
-    assert not (tmp_path / "versions.json").exists()
-    new = {"isrel": {"auc": 0.9}}
-    remember_shipped_build(tmp_path, new)
-    write(tmp_path, "eval.json", new)  # as package.main ships it next
-    remember_shipped_build(tmp_path, new)  # packaging the same run again
-    versions = json.loads((tmp_path / "versions.json").read_text())["versions"]
-    assert versions == [{"build": "build 1", "training": "7 steps", "eval": {"isrel": {"auc": 0.7}}}]
+
+def build_folder(folder, ev, steps=(400, 500)):
+    write(folder, "eval.json", ev)
+    write(folder, "generator_phase1_training.json", {"steps": steps[0], "seconds": 1800, "config": {"batch_size": 8}})
+    write(folder, "selfrag_training.json", {"steps": steps[1], "seconds": 600, "seconds_total": 1200, "config": {"batch_size": 8}})
+    write(folder, "split.json", {"seed": 0, "heldout_articles": ["A", "B"], "train_articles": ["C"]})
+    return folder
+
+
+def test_acceptance_bars_are_judged_from_the_chain_figures():
+    status = {b["key"] + (":" + b["bar"] if "+" in b["bar"] else ""): b["met"] for b in acceptance(chain_eval())}
+    assert status == {"abstained_or_empty_share": True, "match": True, "match_subset:≥ 0.56 + 0.05": False,
+                      "match_subset:≥ 0.50 + 0.05": True, "isrel_auc": True, "issup_agreement": True}
+    worse = {b["key"]: b["met"] for b in acceptance(chain_eval(match=0.5, share=0.04, isrel=0.89, issup=0.7))}
+    assert worse == {"abstained_or_empty_share": False, "match": False, "match_subset": False, "isrel_auc": False,
+                     "issup_agreement": False}
+    # The separate loop's numbers never judge a bar.
+    assert {b["met"] for b in acceptance(LEGACY_EVAL)} == {None}
+
+
+def test_version_row_is_made_from_the_artefacts(tmp_path):
+    build_folder(tmp_path, chain_eval())
+    row = version_row("v3", tmp_path)
+    assert row["schema"] == VERSIONS_SCHEMA and row["build"] == "v3"
+    assert row["generator_steps"] == [400, 500] and row["generator_minutes"] == 50.0  # resumed runs summed
+    f = row["figures"]
+    assert f["evaluation"] == CHAIN and f["match"] == 0.6 and f["isrel_auc"] == 0.93 and f["top1_match"] == 0.5
+    assert f["probe_isrel_auc"] == 0.88 and f["model_file"] == "selfrag-smollm2-135m-abc.gguf"
+    assert set(row["sources"]) == {"eval.json", "generator_phase1_training.json", "selfrag_training.json", "split.json"}
+    write(tmp_path, "eval.json", LEGACY_EVAL)
+    legacy = version_row("v2", tmp_path)["figures"]
+    assert legacy["evaluation"] == LEGACY and legacy["match"] == 0.47 and legacy["isrel_auc"] is None
+    assert legacy["probe_isrel_auc"] == 0.866 and legacy["model_file"] == "selfrag-smollm2-135m.q8_0.gguf"
+    with pytest.raises(FileNotFoundError):
+        version_row("v0", tmp_path / "missing")
+
+
+def test_versions_keep_only_code_made_rows_and_replace_a_build_by_name(tmp_path):
+    old = tmp_path / "old"
+    old.mkdir()
+    build_folder(old, LEGACY_EVAL, steps=(300, 200))
+    folder = tmp_path / "new"
+    folder.mkdir()
+    build_folder(folder, chain_eval())
+    write(folder, "versions.json", {"versions": [{"build": "first (session 1)", "training": "typed", "eval": {}}]})
+    assert add_build(folder, "v2", old) == ["first (session 1)"]
+    assert add_build(folder, "v3") == []
+    rows, dropped = load_versions(folder)
+    assert [r["build"] for r in rows] == ["v2", "v3"] and dropped == []
+    assert rows[0]["generator_steps"] == [300, 200]
+    assert [r["build"] for r in upsert(rows, {**rows[0], "generator_steps": [1]})] == ["v2", "v3"]
+    assert upsert(rows, {**rows[0], "generator_steps": [1]})[0]["generator_steps"] == [1]
+
+
+def test_card_shows_the_chain_figures_bars_and_builds(tmp_path):
+    old = tmp_path / "old"
+    old.mkdir()
+    build_folder(old, LEGACY_EVAL)
+    folder = tmp_path / "new"
+    folder.mkdir()
+    build_folder(folder, chain_eval(isrel=0.91, ci=(0.87, 0.95), base=0.56))
+    add_build(folder, "v2", old)
+    add_build(folder, "v3")
+    card = render(folder)
+    assert "Build **v3**." in card
+    assert "| IsRel ROC AUC (chain trace) | 0.910 | ≥ 0.90 | met |" in card
+    assert "| abstained or empty answers on answerable questions | 2.0% | ≤ 3% | met |" in card
+    assert "(untrained SmolLM2, top BM25 passage) | 0.600 | ≥ 0.56 + 0.05 | **missed** |" in card
+    assert "| v2 | separate loop (pre-chain), n=100 | 400 + 500 steps, 50 min | 0.470 | n/a |" in card
+    assert "| v3 (this build) | SelfRAGChain, n=50 |" in card
+    assert "* 1 × the model produced no answer text" in card
+    assert "reaches below 0.90" in card and "top BM25 passage): 0.600, bar ≥ 0.56 + 0.05." in card
+    assert "not checked here" in card  # no adapter in the fixture folder to build a GGUF from
+    assert "| top-1, this model |" in card
+
+    write(folder, "eval.json", LEGACY_EVAL)  # the very eval.json v2's row was made from
+    card = render(folder)
+    assert "separate Self-RAG loop" in card and "| IsRel ROC AUC (chain trace) | n/a | ≥ 0.90 | not measured |" in card
+    assert "| v2 (this build) |" in card and "Build **v2**." in card
+    write(folder, "eval.json", LEGACY_EVAL | {"seconds": 1.0})
+    assert "(this build)" not in render(folder)  # no row was made from this eval.json
+
+
+def test_package_refuses_an_evaluation_of_another_file(tmp_path):
+    from cookbook.selfrag_smollm2.package import evaluated_file
+
+    write(tmp_path, "eval.json", chain_eval())
+    assert evaluated_file(tmp_path) == "selfrag-smollm2-135m-abc.gguf"
+    write(tmp_path, "eval.json", LEGACY_EVAL)
+    assert evaluated_file(tmp_path) is None
+
+
+def test_package_ships_the_packed_adapter_and_the_measurements(tmp_path):
+    from cookbook.selfrag_smollm2.package import PACKED, ship
+
+    run, staging, folder = tmp_path / "run", tmp_path / "run" / "bundle", tmp_path / "model"
+    for sub in ("bundle", "data", "generator/adapter", "generator2"):
+        (run / sub).mkdir(parents=True)
+    for name in PACKED:
+        (staging / name).write_text(f"packed {name}")
+    for path in ("eval.json", "backend_agreement.json", "data/split.json", "generator/adapter/selfrag_training.json"):
+        (run / path).write_text(path)
+    for path in ("generator/loss_curve.png", "generator2/loss_curve.png"):
+        (run / path).write_bytes(b"png")
+    ship(run, staging, run / "generator2", folder, phase2=True)
+    assert {p.name for p in folder.iterdir()} == {*PACKED, "eval.json", "backend_agreement.json", "split.json",
+                                                  "generator_loss_curve.png", "generator_phase2_loss_curve.png",
+                                                  "generator_phase1_training.json"}
+    assert (folder / "selfrag_training.json").read_text() == "packed selfrag_training.json"
+    assert (folder / "generator_phase1_training.json").read_text() == "generator/adapter/selfrag_training.json"

