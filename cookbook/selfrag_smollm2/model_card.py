@@ -327,6 +327,15 @@ def _gaps(ev: Mapping[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def _lineage(init_adapter: str | None) -> list[str]:
+    """How phase 2 started: from this build's phase 1, or from an earlier build's adapter."""
+    if not init_adapter or Path(init_adapter).parts[-2:] == ("generator", "adapter"):
+        return ["Phase 2 continues from the phase-1 adapter (`--init-adapter`)."]
+    return [f"Phase 2 of this build continued an earlier build's adapter (`--init-adapter {init_adapter}`, "
+            "`train.sh` with `FROM_ADAPTER`): the phase-1 column and that build's own phase 2 are its ancestry "
+            "(see the builds table below)."]
+
+
 def render(folder: str | Path) -> str:
     folder = Path(folder)
     ev = read_json(folder, "eval.json")
@@ -393,7 +402,7 @@ def render(folder: str | Path) -> str:
         f"| wall-clock time | {_minutes(_seconds(phase1))} | {_minutes(_seconds(gen))} | {_minutes(_seconds(critic_meta))} |",
         f"| final train loss | {_f(phase1.get('train_loss'))} | {_f(gen.get('train_loss'))} | {_f(critic_meta.get('train_loss'))} |",
         "",
-        "Phase 2 continues from the phase-1 adapter (`--init-adapter`).",
+        *_lineage(gcfg.get("init_adapter")),
         *([f"This build's phase 2 was {gen['schedule_note']}."] if gen.get("schedule_note") else []),
         f"LoRA r={gcfg.get('lora_r')}, alpha={gcfg.get('lora_alpha')} on all attention and MLP projections, plus the 15",
         ("reflection-token rows as PEFT trainable tokens (own learning rate), cosine schedule, max length "

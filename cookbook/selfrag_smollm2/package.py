@@ -71,9 +71,13 @@ def ship(run: Path, staging: Path, gen_dir: Path, folder: Path, phase2: bool) ->
     for name in ("eval.json", "backend_agreement.json"):
         shutil.copy(run / name, folder / name)
     shutil.copy(run / "data" / "split.json", folder / "split.json")
-    shutil.copy(run / "generator" / "loss_curve.png", folder / "generator_loss_curve.png")
+    # A build continued from an earlier adapter (train.sh FROM_ADAPTER) has no phase 1 of its own:
+    # the folder keeps the phase-1 files of the build it continued.
+    if (run / "generator" / "loss_curve.png").is_file():
+        shutil.copy(run / "generator" / "loss_curve.png", folder / "generator_loss_curve.png")
+        if phase2:
+            shutil.copy(run / "generator" / "adapter" / "selfrag_training.json", folder / "generator_phase1_training.json")
     if phase2:
-        shutil.copy(run / "generator" / "adapter" / "selfrag_training.json", folder / "generator_phase1_training.json")
         shutil.copy(gen_dir / "loss_curve.png", folder / "generator_phase2_loss_curve.png")
     critic = run / "critic"
     if (critic / "critic_accuracy.json").is_file():
