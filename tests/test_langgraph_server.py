@@ -105,8 +105,12 @@ def test_a_run_on_the_server_uses_the_json_context(server: str) -> None:
         assert isinstance(out["answer"], str) and out["retrieved"] is True
         assert len(out["passages"]) == k and len(out["trace"]) == k  # k reached the graph as runtime context
         assert all({"isrel", "issup", "isuse", "score"} <= set(t) for t in out["trace"])
-        assert len(out["citations"]) == 1 and out["citations"][0]["page_content"] in {
-            p["page_content"] for p in out["passages"]}
+        # A passage is cited only when the model judged it [Relevant] (SmolLM2 base here): at most the
+        # one selected, and only from the passages retrieved for this run.
+        assert len(out["citations"]) <= 1 and all(c["page_content"] in {p["page_content"] for p in out["passages"]}
+                                                  for c in out["citations"])
+        selected = [t for t in out["trace"] if t["selected"]]
+        assert len(selected) == 1
     assert outs[2]["passages"][0]["metadata"]["source"] == "travik.txt"  # from the store built in tmp
     never = client.runs.wait(None, "selfrag", input=question, context={"mode": "never", "max_new_tokens": 4})
     assert never["retrieved"] is False and never["passages"] == [] and len(never["trace"]) == 1

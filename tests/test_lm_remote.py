@@ -265,7 +265,8 @@ def test_top_k_fallback_is_marked_approximate_and_warns_once(server_url: str, lo
         assert got[rare] == 0.0
         total = sum(want[c] for c in present)
         for cand in present:
-            assert got[cand] == pytest.approx(want[cand] / total, rel=1e-3)
+            # the server and the local model decode in different batch layouts (see PROB_TOL)
+            assert got[cand] == pytest.approx(want[cand] / total, abs=PROB_TOL)
         if not lm.has_reflection_vocab:
             with pytest.raises(ReflectionLMError, match="neither prompt_logprobs nor logit_bias"):
                 lm.candidate_probs([QUESTION], [T.RETRIEVAL, T.NO_RETRIEVAL])
