@@ -30,7 +30,6 @@ gold answer vs another question's answer after the gold passage.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import random
 import sys
@@ -59,6 +58,7 @@ from training.qa_data import Passage, QAItem, instruction_text, load_instruction
 from training.text import contains_answer
 
 from .build_data import MAX_PASSAGE_CHARS
+from .model_card import file_sha256
 
 #: Schema tag of the report this module writes (``eval.json``).
 EVAL_SCHEMA = "selfrag-smollm2-eval/chain-1"
@@ -306,14 +306,6 @@ def base_answers(base_path, questions, retriever, *, with_passage: bool, max_new
 
 
 # -- the model under test -------------------------------------------------------------------------
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def resolve_model(model: str | None, bundle: str | None) -> dict[str, Any]:
     """The model file to evaluate: ``model`` as given, else the GGUF built from the adapter folder
     ``bundle`` (default: the shipped one) exactly as ``langchain_selfrag.bundled`` builds it for users."""

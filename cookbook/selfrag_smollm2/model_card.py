@@ -128,8 +128,18 @@ def acceptance(ev: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 # -- versions.json ------------------------------------------------------------------------------
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file, read in 1 MiB blocks (model files are large)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def file_digest(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    """The short digest a ``versions.json`` row keeps of an artefact."""
+    return file_sha256(path)[:16]
 
 
 def version_row(build: str, folder: str | Path) -> dict[str, Any]:

@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
+from ..lm.base import guard_flags
+
 
 class CachingLM:
     """Forward to ``lm``, answering repeated ``generate`` / ``candidate_probs`` prompts from memory."""
@@ -79,9 +81,7 @@ class CachingLM:
         stop_at_segment: bool = False,
     ) -> list[Any]:
         firsts = tuple(first_candidates)
-        guards = [guard] * len(prompts) if isinstance(guard, bool) else [bool(g) for g in guard]
-        if len(guards) != len(prompts):
-            raise ValueError(f"guard has {len(guards)} flags for {len(prompts)} prompts")
+        guards = guard_flags(guard, len(prompts))
         keys: list[Hashable] = [("gen", p, max_new_tokens, firsts, stop_at_retrieval, g, stop_at_segment)
                                 for p, g in zip(prompts, guards)]
         return self._cached(

@@ -95,7 +95,7 @@ class ReflectionLM(Protocol):
         ``first_candidates`` are scored at the first generated position (IsRel after evidence).
         ``guard`` (one flag, or one per prompt): until the first content token, end of sequence,
         ``[Utility:k]`` and IsSup tokens cannot be chosen, nor IsRel after the first position
-        (content: no reflection, control or end-of-sequence token, not only whitespace).
+        (content: no reflection, control or end-of-sequence token, with a letter or digit).
         ``stop_at_segment``: also stop at ``[No Retrieval]`` / ``[Continue to Use Evidence]``
         generated after content (stop reason ``"segment"``, the token kept at the end).
         """
@@ -223,7 +223,7 @@ class ReflectionLMBase(ABC):
         """Greedy segments with reflection probabilities; see :class:`ReflectionLM`.
 
         Without single-id reflection tokens (``has_reflection_vocab`` False) the guard bans only
-        end of sequence, until the first token with visible text.
+        end of sequence, until the first token with a letter or digit.
         """
         if not prompts:
             return []
