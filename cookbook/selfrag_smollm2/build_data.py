@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+from collections.abc import Sequence
 from pathlib import Path
 
 from langchain_selfrag import tokens as T
@@ -66,16 +67,17 @@ def issup_negatives(questions, by_id, rng: random.Random, fraction: float) -> li
 
 
 def isrel_pairs(questions, instructions, retriever, by_id, rng: random.Random, replay: int, negatives: int = 2,
-                max_questions: int | None = None) -> list[dict]:
+                max_questions: int | None = None, exclude_ids: frozenset[str] = frozenset()) -> list[dict]:
     """Phase-2 data: train questions with their gold passage and with ``negatives`` hard negatives.
 
     A hard negative is a passage of the question's own BM25 top 5 (query: the question alone, as at
     inference) that lacks every answer. As in the paper's data, the answer after ``[Irrelevant]``
     is trained like any other output (no IsSup token follows it). ``replay`` no-retrieval
-    instruction examples keep the retrieve decision in practice.
+    instruction examples keep the retrieve decision in practice. Questions in ``exclude_ids``
+    (an earlier build's phase 2, when continuing it) are left out.
     """
     rows = []
-    usable = [q for q in questions if q.answerable and q.gold and q.answers]
+    usable = [q for q in questions if q.answerable and q.gold and q.answers and q.id not in exclude_ids]
     if max_questions is not None and max_questions < len(usable):
         usable = rng.sample(usable, max_questions)
     for q in usable:
@@ -95,6 +97,15 @@ def isrel_pairs(questions, instructions, retriever, by_id, rng: random.Random, r
     return rows
 
 
+def phase2_ids_in(paths: Sequence[Path]) -> set[str]:
+    """Question ids of earlier phase-2 files (rows of every variant carry their question's id)."""
+    ids: set[str] = set()
+    for path in paths:
+        with open(path, encoding="utf-8") as fh:
+            ids.update(json.loads(line)["id"] for line in fh if line.strip())
+    return ids
+
+
 def critic_cases(questions, instructions, retriever, by_id, rng: random.Random, per_aspect: int) -> list[dict]:
     """Gold-labelled critic examples (see :func:`training.critic_data.build_cases`)."""
     rows, _ = label_cases(build_cases(questions, instructions, retriever, by_id, rng, per_aspect), GoldLabeller())
@@ -112,6 +123,8 @@ def main(argv=None) -> int:
     ap.add_argument("--phase2-negatives", type=int, default=2, help="hard negatives per question in phase 2")
     ap.add_argument("--phase2-issup-fraction", type=float, default=0.5, help="IsSup negatives per phase-2 question")
     ap.add_argument("--phase2-questions", type=int, help="use at most this many train questions in phase 2 (CPU budget)")
+    ap.add_argument("--phase2-exclude-from", type=Path, action="append", default=[],
+                    help="a generator_phase2.jsonl of an earlier build: leave its questions out (continuing that build)")
     args = ap.parse_args(argv)
     data, out = Path(args.data), Path(args.out)
     rng = random.Random(args.seed)
@@ -136,7 +149,8 @@ def main(argv=None) -> int:
     n_gen = write_jsonl(out / "generator_train.jsonl", gen_rows)
     phase2_rng = random.Random(args.seed + 2)
     phase2 = isrel_pairs(train.questions, instr_train, retriever, by_id, phase2_rng, replay=150,
-                         negatives=args.phase2_negatives, max_questions=args.phase2_questions)
+                         negatives=args.phase2_negatives, max_questions=args.phase2_questions,
+                         exclude_ids=frozenset(phase2_ids_in(args.phase2_exclude_from)))
     phase2_ids = {r["id"] for r in phase2}
     # IsSup negatives in phase 2 too, so the IsSup head is not forgotten while IsRel is trained
     phase2 += issup_negatives([q for q in train.questions if q.id in phase2_ids], by_id, phase2_rng,
