@@ -264,7 +264,8 @@ def test_bundled_model_answers_after_an_irrelevant_passage(bundled):
         assert fixed.answer and fixed.guarded >= 1
         check_guarded(bundled, fixed)
         assert fixed.token_ids[0] == gen.token_ids[0] == irrelevant  # IsRel is allowed first
-        assert fixed.reflections[0].probs == pytest.approx(gen.reflections[0].probs, rel=1e-4)
+        # ``plain`` decoded the three prompts together, ``fixed`` one alone: a batch-layout difference.
+        assert fixed.reflections[0].probs == pytest.approx(gen.reflections[0].probs, abs=BUNDLED_PROB_TOL)
         # Unmasked: a softmax over the allowed ids would differ by -log(1 - banned mass), many nats here.
         banned_mass = sum(next_probs(bundled, prompt, fixed.token_ids[:1], sorted(banned_ids(bundled))).values())
         assert -math.log1p(-banned_mass) > 10 * BUNDLED_LOG_TOL
