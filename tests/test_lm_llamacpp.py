@@ -11,6 +11,7 @@ from langchain_selfrag import prompts as P
 from langchain_selfrag import tokens as T
 from langchain_selfrag.lm import ReflectionLMError, load_reflection_lm, resolve_backend
 from langchain_selfrag.lm.llamacpp_lm import LlamaCppReflectionLM, continuation_tree
+from langchain_selfrag.lm.llamacpp_lm import default_threads as llama_threads
 
 #: Cross-backend tolerance (Q4_1 weights: llama.cpp quantises activations to 8 bits in its dot
 #: products, transformers de-quantises to fp32). Measured worst cases on these prompts: 0.026
@@ -126,14 +127,20 @@ def test_candidate_sequences_layouts_agree(llama, smollm2_gguf, n_seq_max):
         gen_b = other.generate([EVIDENCE], max_new_tokens=8, first_candidates=cands)[0]
         assert gen_a.token_ids == gen_b.token_ids
         assert gen_a.cumulative_logprob == pytest.approx(gen_b.cumulative_logprob, abs=1e-2)
-        assert other.llm.n_tokens == len(other.tokenize(EVIDENCE, add_bos=True)) + len(gen_b.token_ids) - 1
+        assert len(other.cached_tokens) == len(other.tokenize(EVIDENCE, add_bos=True)) + len(gen_b.token_ids) - 1
     finally:
         other.close()
 
 
-def test_generate_equals_llama_cpp_greedy(llama):
+def test_generate_equals_llama_cpp_greedy(llama, smollm2_gguf):
+    from llama_cpp import Llama
+
     gen = llama.generate([EVIDENCE], max_new_tokens=20, first_candidates=T.GROUPS[T.Kind.ISREL])[0]
-    plain = llama.llm.create_completion(EVIDENCE, max_tokens=20, temperature=0.0)
+    ref = Llama(model_path=str(smollm2_gguf), n_ctx=1024, n_threads=llama_threads(), verbose=False)
+    try:
+        plain = ref.create_completion(EVIDENCE, max_tokens=20, temperature=0.0)
+    finally:
+        ref.close()
     assert gen.text == plain["choices"][0]["text"] or gen.stop_reason != "length"
     assert set(gen.first_probs) == set(T.GROUPS[T.Kind.ISREL])
     assert gen.cumulative_logprob < 0
