@@ -13,7 +13,12 @@ Output (the contract the evaluation harness relies on)::
     {"answer": str, "abstained": bool, "abstain_reason": str | None, "retrieved": bool,
      "retrieve_probability": float | None, "passages": list[Document], "citations": list[Document],
      "trace": [{"passage": int | None, "text": str, "isrel", "issup", "isuse": float | None,
-                "seq_prob": float, "score": float, "dropped": bool, "selected": bool, ...}]}
+                "seq_prob": float, "score": float, "dropped": bool, "selected": bool, ...}],
+     "claims": [{"text": str, "p": float, "kept": bool}], "expected_utility": float | None,
+     "restraint": dict | None}
+
+``claims``, ``expected_utility`` and ``restraint`` are filled by self-restraint (``rho`` set, see
+:mod:`langchain_selfrag.restraint`); without it they are ``[]``, None and None.
 
 ``stream`` / ``astream`` yield addable chunks: the clean answer first, then the other fields;
 critique events go out as custom callback events named ``selfrag`` (see ``astream_events``),
@@ -44,7 +49,7 @@ from .retrieval import as_source
 INPUT_KEYS = ("question", "instruction", "options", "passages")
 #: Keys of every output, in order.
 OUTPUT_KEYS = ("answer", "abstained", "abstain_reason", "retrieved", "retrieve_probability", "passages",
-               "citations", "trace")
+               "citations", "trace", "claims", "expected_utility", "restraint")
 #: Name of the custom callback events that carry critiques.
 EVENT_NAME = "selfrag"
 
@@ -83,19 +88,24 @@ class SelfRAGChain(Runnable[Any, dict[str, Any]]):
         *,
         retriever_timeout: float | None = 60.0,
         max_question_chars: int = 4000,
+        claim_splitter: Any = None,
+        claim_scorer: Any = None,
     ) -> None:
         if lm is None:
             raise TypeError("SelfRAGChain needs a reflection LM (langchain_selfrag.lm.load_reflection_lm)")
         self.context = SelfRAGContext(lm=lm, retriever=as_source(retriever), config=config or SelfRAGConfig(),
-                                      retriever_timeout=retriever_timeout, max_question_chars=max_question_chars)
+                                      retriever_timeout=retriever_timeout, max_question_chars=max_question_chars,
+                                      claim_splitter=claim_splitter, claim_scorer=claim_scorer)
         self.graph = compile_graph()
 
     @classmethod
     def from_retriever(cls, lm: Any, retriever: Any = None, **settings: Any) -> SelfRAGChain:
         """A chain over any ``BaseRetriever`` or ``VectorStore``; ``settings`` are SelfRAGConfig fields
-        plus ``retriever_timeout`` and ``max_question_chars`` (unknown names raise ConfigError)."""
+        plus ``retriever_timeout``, ``max_question_chars`` and, for self-restraint (``rho``),
+        ``claim_splitter`` and ``claim_scorer`` (unknown names raise ConfigError)."""
         config_values, extras = split_settings(settings)
-        extras = {k: v for k, v in extras.items() if k in ("retriever_timeout", "max_question_chars")}
+        extras = {k: v for k, v in extras.items()
+                  if k in ("retriever_timeout", "max_question_chars", "claim_splitter", "claim_scorer")}
         return cls(lm, retriever, SelfRAGConfig.from_mapping(config_values), **extras)
 
     @property
@@ -125,7 +135,9 @@ class SelfRAGChain(Runnable[Any, dict[str, Any]]):
 
     @staticmethod
     def _finish(values: Mapping[str, Any]) -> dict[str, Any]:
-        return {key: values.get(key) for key in OUTPUT_KEYS}
+        out = {key: values.get(key) for key in OUTPUT_KEYS}
+        out["claims"] = list(out["claims"] or [])
+        return out
 
     @staticmethod
     def _budget_error(ctx: SelfRAGContext, exc: GraphRecursionError) -> StepBudgetExceededError:

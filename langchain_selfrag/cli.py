@@ -2,6 +2,7 @@
 
     selfrag index docs/ --store .selfrag/store
     selfrag ask "How does adaptive retrieval work?" --store .selfrag/store [--long] [--json]
+    selfrag ask "Who is Ada Lovelace?" --rho 0.5      # self-restraint: keep the claims with p > 0.5
     selfrag index docs/ --chroma-url http://127.0.0.1:8000   # a Chroma server (`chroma run`) instead
 
 Errors the user can fix (bad input, missing store, unknown model) print one line and exit 2.
@@ -39,6 +40,9 @@ def result_to_json(out: dict[str, Any], **extra: Any) -> dict[str, Any]:
         "citations": [_doc_json(d) for d in out["citations"]],
         "passages": [_doc_json(d) for d in out["passages"]],
         "trace": out["trace"],
+        "claims": list(out.get("claims") or []),
+        "expected_utility": out.get("expected_utility"),
+        "restraint": out.get("restraint"),
         **extra,
     }
 
@@ -47,8 +51,28 @@ def _fmt(value: float | None) -> str:
     return "   -" if value is None else f"{value:4.2f}"
 
 
+def format_restraint(out: dict[str, Any]) -> list[str]:
+    """Lines on self-restraint: rho, each claim kept or dropped with its p, and E[U] (none when off)."""
+    info = out.get("restraint")
+    if not info:
+        return []
+    head = (f"Restraint: rho = {info['rho']:g} (lambda = {info['lambda']:.2f}), claims judged against "
+            f"{info['n_evidence']} passage(s) ({info['evidence']}) by {info['scorer']}")
+    lines = ["", head]
+    for claim in out.get("claims") or []:
+        lines.append(f"  {'kept   ' if claim['kept'] else 'dropped'}  p = {claim['p']:.2f}  {claim['text']}")
+    if not out.get("claims"):
+        lines.append("  (no claims)")
+    value = out.get("expected_utility")
+    eu = "-" if value is None else f"{value:.2f}"
+    lines.append(f"E[U] = {eu}" + (" (abstained: saying nothing scores 0)" if out["abstained"] else ""))
+    if info.get("note"):
+        lines.append(f"Note: {info['note']}")
+    return lines
+
+
 def format_result(out: dict[str, Any]) -> str:
-    """Answer, numbered citations and a compact critique table, for the terminal."""
+    """Answer, numbered citations, a compact critique table and, with ``--rho``, the claims, for the terminal."""
     lines = []
     if out["abstained"]:
         lines.append(f"ABSTAINED: {out['abstain_reason']}")
@@ -69,6 +93,7 @@ def format_result(out: dict[str, Any]) -> str:
         passage = "-" if t["passage"] is None else str(t["passage"])
         lines.append(f" {i:>4}  {t.get('depth', 0):>5}  {passage:>7}   {_fmt(t['isrel'])}   {_fmt(t['issup'])}"
                      f"   {_fmt(t['isuse'])}  {t['seq_prob']:5.2f}  {t['score']:5.2f}  {flag}")
+    lines.extend(format_restraint(out))
     return "\n".join(lines)
 
 
@@ -94,8 +119,14 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "abstain_issup": args.abstain_issup, "closed_set": True if args.option else args.closed_set,
         "w_rel": args.w_rel, "w_sup": args.w_sup, "w_use": args.w_use, "step_budget": args.step_budget,
         "max_passage_tokens": args.max_passage_tokens, "decoding_guard": args.decoding_guard,
+        "rho": args.rho,
     }
     return {k: v for k, v in values.items() if v is not None}
+
+
+def _store_given(args: argparse.Namespace) -> bool:
+    """A Chroma server, or a store folder that exists (the default one need not)."""
+    return bool(args.chroma_url) or os.path.isdir(args.store)
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
@@ -104,7 +135,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from .retrieval import open_store
 
     config = SelfRAGConfig.from_mapping(_settings(args))
-    store = None if config.mode == "never" else open_store(args.store, chroma_url=args.chroma_url)
+    # Restraint judges a no-retrieval answer against passages of the store when there is one.
+    wants_store = config.mode != "never" or (config.rho is not None and _store_given(args))
+    store = open_store(args.store, chroma_url=args.chroma_url) if wants_store else None
     model = args.model or default_model_path()
     if not args.json:
         print(f"loading {model} ...", file=sys.stderr)
@@ -179,6 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_ask.add_argument("--w-sup", type=float)
     p_ask.add_argument("--w-use", type=float)
     p_ask.add_argument("--step-budget", type=int)
+    p_ask.add_argument("--rho", type=float, metavar="RHO",
+                       help="self-restraint at target accuracy RHO in [0, 1): keep the answer's claims with "
+                            "p(true) > RHO, abstain when none is left; prints each claim and E[U] (default: off)")
     p_ask.set_defaults(func=cmd_ask)
 
     try:

@@ -41,6 +41,10 @@ class SelfRAGConfig:
       sequence, a ``[Utility:k]`` or an IsSup token (and an IsRel token only first), so it cannot
       skip the answer. Applied to every evidence prompt and to a plain prompt whose beam has no
       answer text yet (a continuation may legitimately end at once). False: plain greedy decoding.
+    rho: target accuracy rho* of self-restraint (seed 004), 0 <= rho < 1. Set, the ``restrain``
+      node runs after ``select``: the answer is split into claims, the claims with p(true) > rho
+      are kept and the graph abstains when none is (E[U] <= 0); see
+      :mod:`langchain_selfrag.restraint`. None (default): no restraint.
     """
 
     mode: RetrievalMode = "adaptive"
@@ -60,6 +64,7 @@ class SelfRAGConfig:
     closed_set: bool = False
     max_passage_tokens: int | None = None
     decoding_guard: bool = True
+    rho: float | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in ("adaptive", "always", "never"):
@@ -73,6 +78,9 @@ class SelfRAGConfig:
             raise ConfigError(f"max_passage_tokens must be a positive integer or None, not {limit!r}")
         if not isinstance(self.decoding_guard, bool):
             raise ConfigError(f"decoding_guard must be True or False, not {self.decoding_guard!r}")
+        rho = self.rho
+        if rho is not None and (isinstance(rho, bool) or not isinstance(rho, (int, float)) or not 0.0 <= rho < 1.0):
+            raise ConfigError(f"rho must be None or a number with 0 <= rho < 1, not {rho!r}")
         for name in ("threshold", "abstain_isrel", "abstain_issup"):
             value = getattr(self, name)
             if not 0.0 <= float(value) <= 1.0:

@@ -5,7 +5,11 @@
     prepare -> decide_retrieval -(retrieve?)-> retrieve -> generate -> grade_relevance
             -> grade_support -> grade_utility -> rank -(another long-form round?)-> decide_retrieval
                                                       \\-> select -(abstain?)-> abstain -> END
+                                                                  \\-(rho set?)-> restrain -> END
                                                                   \\-> END
+
+``restrain`` (:mod:`langchain_selfrag.restraint`) keeps the claims of the answer that are likely
+enough at the target accuracy ``rho``, or abstains; without ``rho`` the graph ends after ``select``.
 
 The compiled graph takes :class:`InputState`, returns :class:`OutputState`, reads its knobs from
 the run-time context (:class:`SelfRAGContext`) and works as a subgraph of a larger graph. Run it
@@ -29,6 +33,9 @@ def build_graph(context_schema: type = SelfRAGContext) -> StateGraph:
     ``context_schema``: :class:`SelfRAGContext` (Python objects) or ``ServerContext`` (JSON, for a
     LangGraph server); the nodes accept either at run time.
     """
+    # Imported here: langchain_selfrag.restraint imports this package.
+    from ..restraint.node import restrain, route_after_select
+
     g = StateGraph(SelfRAGState, context_schema=context_schema, input_schema=InputState, output_schema=OutputState)
     g.add_node("prepare", N.prepare)
     g.add_node("decide_retrieval", N.decide_retrieval)
@@ -40,6 +47,7 @@ def build_graph(context_schema: type = SelfRAGContext) -> StateGraph:
     g.add_node("rank", N.rank)
     g.add_node("select", N.select)
     g.add_node("abstain", N.abstain)
+    g.add_node("restrain", restrain)
     g.add_edge(START, "prepare")
     g.add_edge("prepare", "decide_retrieval")
     g.add_conditional_edges("decide_retrieval", N.route_after_decision, ["retrieve", "generate"])
@@ -49,8 +57,10 @@ def build_graph(context_schema: type = SelfRAGContext) -> StateGraph:
     g.add_edge("grade_support", "grade_utility")
     g.add_edge("grade_utility", "rank")
     g.add_conditional_edges("rank", N.route_after_rank, ["decide_retrieval", "select"])
-    g.add_conditional_edges("select", N.route_after_select, {"abstain": "abstain", "__end__": END})
+    g.add_conditional_edges("select", route_after_select,
+                            {"abstain": "abstain", "restrain": "restrain", "__end__": END})
     g.add_edge("abstain", END)
+    g.add_edge("restrain", END)
     return g
 
 

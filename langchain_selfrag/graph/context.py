@@ -20,7 +20,8 @@ from ..config import SelfRAGConfig
 from ..errors import ModelLoadError
 
 #: Extra context keys that are not SelfRAGConfig fields.
-CONTEXT_KEYS = ("lm", "retriever", "retriever_timeout", "max_question_chars", "model", "store", "chroma_url")
+CONTEXT_KEYS = ("lm", "retriever", "retriever_timeout", "max_question_chars", "model", "store", "chroma_url",
+                "claim_splitter", "claim_scorer")
 
 
 @dataclass
@@ -31,6 +32,9 @@ class SelfRAGContext:
     ``VectorStore`` or None (no retrieval possible). config: the knobs (``SelfRAGConfig``).
     retriever_timeout: seconds before a retriever call fails with ``RetrieverTimeoutError``
     (None: wait forever). max_question_chars: longer questions raise ``QuestionTooLongError``.
+    claim_splitter, claim_scorer: how the ``restrain`` node (``config.rho`` set) splits an answer
+    into claims and scores them (``langchain_selfrag.restraint`` ClaimSplitter / ClaimScorer);
+    None: a ``SentenceSplitter`` and an ``IsSupScorer`` over ``lm``.
     """
 
     lm: Any = None
@@ -38,6 +42,8 @@ class SelfRAGContext:
     config: SelfRAGConfig = field(default_factory=SelfRAGConfig)
     retriever_timeout: float | None = 60.0
     max_question_chars: int = 4000
+    claim_splitter: Any = None
+    claim_scorer: Any = None
 
     def with_config(self, **changes: Any) -> SelfRAGContext:
         """A copy with some SelfRAGConfig fields changed (unknown names raise ConfigError)."""
@@ -72,6 +78,7 @@ class ServerContext(TypedDict, total=False):
     abstain_issup: float
     closed_set: bool
     max_passage_tokens: int
+    rho: float
     retriever_timeout: float
     max_question_chars: int
     model: str

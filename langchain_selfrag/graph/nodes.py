@@ -51,7 +51,7 @@ from .state import Beam, Candidate, SelfRAGState
 ABSTAIN_ANSWER = "I cannot answer this reliably from the available sources."
 #: Graph steps one long-form round takes at most (decide, retrieve, generate, 3 graders, rank).
 STEPS_PER_ROUND = 7
-#: Steps after the last round (select, abstain).
+#: Steps after the last round (select, then abstain or restrain).
 FINAL_STEPS = 2
 
 ISREL = T.GROUPS[T.Kind.ISREL]
@@ -122,6 +122,9 @@ def prepare(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, 
         "abstain_reason": None,
         "pending_abstain": None,
         "citations": [],
+        "claims": [],
+        "expected_utility": None,
+        "restraint": None,
     }
 
 

@@ -22,7 +22,12 @@ class InputState(TypedDict, total=False):
 
 
 class OutputState(TypedDict):
-    """The chain output contract (see ``SelfRAGChain``)."""
+    """The chain output contract (see ``SelfRAGChain``).
+
+    ``claims`` (``{"text", "p", "kept"}``), ``expected_utility`` and ``restraint`` (rho, lambda,
+    evidence source, note) come from the ``restrain`` node when ``rho`` is set; otherwise ``[]``,
+    None and None.
+    """
 
     answer: str
     abstained: bool
@@ -32,6 +37,9 @@ class OutputState(TypedDict):
     passages: list[Document]
     citations: list[Document]
     trace: list[dict[str, Any]]
+    claims: list[dict[str, Any]]
+    expected_utility: float | None
+    restraint: dict[str, Any] | None
 
 
 class Candidate(TypedDict, total=False):

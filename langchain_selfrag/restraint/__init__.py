@@ -1,0 +1,97 @@
+"""Self-restraint (seed 004, ReSearch): say only what is likely true, or nothing at all.
+
+* :mod:`.utility`: ``lam``, ``utility``, ``expected_utility`` (Eq. 1-4) and ``keep_claims``, pure;
+* :mod:`.prompts`: Table 4's P_write, P_safe write, P_rewrite, P_eval and P_splitter;
+* :mod:`.claims`: claim splitting (by sentence, or through any LangChain chat model or LLM);
+* :mod:`.scoring`: claim probabilities by verbalised self-consistency or by Self-RAG IsSup;
+* :mod:`.node`: the ``restrain`` graph node (knob ``rho`` of ``SelfRAGConfig``), imported on first
+  use so that the pure parts load without LangGraph.
+"""
+
+from importlib import import_module
+from typing import Any
+
+from .claims import (
+    ClaimSplitter,
+    LLMClaimSplitter,
+    SentenceSplitter,
+    guess_entity,
+    model_texts,
+    parse_claims,
+    split_sentences,
+    strip_citations,
+)
+from .prompts import (
+    ABSTENTION,
+    P_EVAL,
+    P_REWRITE,
+    P_SAFE_WRITE,
+    P_SPLITTER,
+    P_WRITE,
+    SPLITTER_EXAMPLE,
+    format_facts,
+    format_sources,
+    splitter_prompt,
+)
+from .scoring import ClaimScorer, IsSupScorer, SelfConsistencyScorer, parse_probability, sample_sentences
+from .utility import (
+    ClaimRecord,
+    check_rho,
+    claim_records,
+    expected_utility,
+    keep_claims,
+    kept_expected_utility,
+    lam,
+    utility,
+)
+
+#: Names of :mod:`.node`, loaded on first access.
+_NODE_NAMES = ("REASON_PREFIX", "RestraintResult", "evidence_for", "restrain", "restrain_answer",
+               "route_after_select", "split_answer")
+
+__all__ = [
+    "ABSTENTION",
+    "P_EVAL",
+    "P_REWRITE",
+    "P_SAFE_WRITE",
+    "P_SPLITTER",
+    "P_WRITE",
+    "REASON_PREFIX",
+    "SPLITTER_EXAMPLE",
+    "ClaimRecord",
+    "ClaimScorer",
+    "ClaimSplitter",
+    "IsSupScorer",
+    "LLMClaimSplitter",
+    "RestraintResult",
+    "SelfConsistencyScorer",
+    "SentenceSplitter",
+    "check_rho",
+    "claim_records",
+    "evidence_for",
+    "expected_utility",
+    "format_facts",
+    "format_sources",
+    "guess_entity",
+    "keep_claims",
+    "kept_expected_utility",
+    "lam",
+    "model_texts",
+    "parse_claims",
+    "parse_probability",
+    "restrain",
+    "restrain_answer",
+    "route_after_select",
+    "sample_sentences",
+    "split_answer",
+    "split_sentences",
+    "splitter_prompt",
+    "strip_citations",
+    "utility",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _NODE_NAMES:
+        return getattr(import_module(".node", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,139 @@
+"""Self-consistency read by the reflection model's IsSup head (an adaptation of seed 004, Eq. 3).
+
+The paper scores a claim by asking the model for a verbalised probability (P_eval, 0-100) that it is
+true given a random subset of sentences from all the answers sampled so far, averaged over
+subsets. A 135M reflection model cannot verbalise probabilities (it answers P_eval with noise), but
+it was trained to judge whether a segment is supported by a passage. :class:`IsSupConsistencyScorer`
+keeps the paper's estimator and swaps the reader: the subset of sampled sentences becomes a Self-RAG
+evidence paragraph, the claim is written after it as a segment the model judged relevant, and the
+model's IsSup probabilities there give ``p(Full) + 0.5 p(Partial)`` (``scoring.issup_score``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.documents import Document
+
+from .. import scoring as S
+from .. import tokens as T
+from ..passage_budget import EvidenceFitter, can_tokenize
+from ..prompts import build_instruction, format_prompt
+from .claims import guess_entity, split_sentences, strip_citations
+
+ISSUP = T.GROUPS[T.Kind.ISSUP]
+Key = tuple[str, str, tuple[str, ...]]
+
+
+def sentence_pool(samples: Sequence[str]) -> list[str]:
+    """Every sentence of ``samples`` in order, repeats kept (a sentence many answers share weighs more).
+
+    Reflection tokens and citation markers are removed; empty sentences dropped.
+    """
+    pool: list[str] = []
+    for sample in samples:
+        for sentence in split_sentences(T.strip_reflection_tokens(sample or "")):
+            clean = strip_citations(sentence)
+            if clean:
+                pool.append(clean)
+    return pool
+
+
+def without_own(claim: str, subset: Sequence[str]) -> tuple[str, ...]:
+    """``subset`` less one occurrence of ``claim`` itself: a claim is never its own evidence."""
+    own = strip_citations(claim)
+    out = list(subset)
+    if own in out:
+        out.remove(own)
+    return tuple(out)
+
+
+class IsSupConsistencyScorer:
+    """Claim probabilities from self-consistency, judged by a reflection LM's IsSup head.
+
+    ``samples`` (all answers to the question so far) are split into sentences (:func:`sentence_pool`).
+    ``n_subsets`` subsets of ``subset_size`` sentences are drawn with a ``random.Random`` seeded by
+    ``seed`` and the pool's content (the same pool always gives the same subsets; one subset, the
+    whole pool, when it holds at most ``subset_size`` sentences); all claims of a call are judged
+    against the same subsets, each less the claim's own sentence (:func:`without_own`). For a claim
+    and a subset the prompt is the question's Self-RAG prompt, then
+    ``[Retrieval]<paragraph>{entity}\\n{sentences}</paragraph>[Relevant]{claim}``; one
+    ``lm.candidate_probs`` call reads the three IsSup tokens for every new (claim, subset), ordered
+    so that prompts sharing a paragraph come together (a prefix cache reuses it). A claim's
+    probability is the mean ``issup_score`` over its subsets; without any evidence sentence it is
+    ``fallback`` (counted in ``fallbacks``). Scores are cached by (question, claim, evidence).
+    Implements :class:`~langchain_selfrag.restraint.scoring.ClaimScorer`; ``evidence`` is unused.
+
+    This replaces the paper's verbalised probability because a 135M model cannot verbalise one; with
+    a model that can, use :class:`~langchain_selfrag.restraint.scoring.SelfConsistencyScorer`.
+    """
+
+    def __init__(self, lm: Any, n_subsets: int = 4, subset_size: int = 5, seed: int = 0, *,
+                 fallback: float = 0.5, max_passage_tokens: int | None = None) -> None:
+        if n_subsets < 1 or subset_size < 1:
+            raise ValueError("n_subsets and subset_size must be at least 1")
+        if not 0.0 <= fallback <= 1.0:
+            raise ValueError(f"fallback must lie in [0, 1], not {fallback!r}")
+        self.lm = lm
+        self.n_subsets = n_subsets
+        self.subset_size = subset_size
+        self.seed = seed
+        self.fallback = float(fallback)
+        self.max_passage_tokens = max_passage_tokens
+        self.cache: dict[Key, float] = {}
+        self.calls = self.cache_hits = self.fallbacks = 0
+
+    def subsets(self, pool: Sequence[str]) -> list[tuple[str, ...]]:
+        """The seeded sentence subsets of ``pool`` (each keeps the pool's order)."""
+        if not pool:
+            return []
+        if len(pool) <= self.subset_size:
+            return [tuple(pool)]
+        digest = hashlib.sha256("\n".join(pool).encode("utf-8")).hexdigest()
+        rng = random.Random(f"{self.seed}:{digest}")
+        picks = [sorted(rng.sample(range(len(pool)), self.subset_size)) for _ in range(self.n_subsets)]
+        return [tuple(pool[i] for i in pick) for pick in picks]
+
+    def prompt(self, question: str, entity: str, claim: str, evidence: Sequence[str]) -> str:
+        """The IsSup prompt for ``claim`` after an evidence paragraph of ``evidence`` sentences."""
+        base = format_prompt(build_instruction(question.strip()))
+        text = T.neutralise(strip_citations(T.strip_reflection_tokens(claim)))
+        room = len(self.lm.tokenize(text, add_bos=False)) + 1 if can_tokenize(self.lm) else 1
+        fitter = EvidenceFitter(self.lm, room, limit=self.max_passage_tokens)
+        return fitter.prompt(base, entity, " ".join(evidence))[0] + T.RELEVANT + text
+
+    def score(self, claims: Sequence[str], *, question: str, entity: str | None = None,
+              evidence: Sequence[Document] = (), samples: Sequence[str] = ()) -> list[float]:
+        if not claims:
+            return []
+        name = entity or guess_entity(question)
+        subsets = self.subsets(sentence_pool(samples))
+        plans = {c: [e for e in (without_own(c, s) for s in subsets) if e] for c in dict.fromkeys(claims)}
+        self._ask(question, name, plans)
+        return [self._mean(question, claim, plans[claim]) for claim in claims]
+
+    def _ask(self, question: str, entity: str, plans: dict[str, list[tuple[str, ...]]]) -> None:
+        todo: dict[Key, None] = {}
+        for claim, evidences in plans.items():
+            for ev in evidences:
+                key = (question, claim, ev)
+                if key in self.cache:
+                    self.cache_hits += 1
+                else:
+                    todo.setdefault(key, None)
+        keys = sorted(todo, key=lambda k: (k[2], k[1]))  # one paragraph's prompts together
+        if not keys:
+            return
+        probs = self.lm.candidate_probs([self.prompt(q, entity, c, ev) for q, c, ev in keys], ISSUP)
+        self.calls += len(keys)
+        for key, p in zip(keys, probs):
+            self.cache[key] = S.issup_score(p)
+
+    def _mean(self, question: str, claim: str, evidences: list[tuple[str, ...]]) -> float:
+        if not evidences:
+            self.fallbacks += 1
+            return self.fallback
+        return sum(self.cache[(question, claim, ev)] for ev in evidences) / len(evidences)

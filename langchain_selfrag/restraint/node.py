@@ -1,0 +1,244 @@
+"""Self-restraint at inference: the ``restrain`` graph node (seed 004, Eq. 1-4).
+
+After ``select`` the chosen answer is split into claims, each claim gets a probability of being
+true, the claims with ``p > rho`` are kept and ``E[U]`` is computed over them. When nothing is worth
+saying (no claim kept, so ``E[U] <= 0``; an abstention scores 0) the graph abstains; otherwise the
+answer becomes the kept claims (with the default sentence splitter: the original text of the kept
+sentences). ``rho`` is the ``SelfRAGConfig`` knob (None: the node does nothing).
+
+The claims are judged against the passages the answer used: its citations, else the passages
+retrieved for it, else the caller's given passages, else ``k`` passages fetched now for the question
+when a retriever is there. Without any, an evidence-based scorer gives every claim its ``fallback``
+and ``restraint["note"]`` says so.
+
+The node reads ``question``, ``answer`` and, when present, ``citations``, ``passages``,
+``given_passages``, ``trace``, ``prompt``, ``abstained`` and ``pending_abstain``; it works in any
+graph whose state has ``question`` and ``answer`` (keys its state lacks are ignored by LangGraph).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.documents import Document
+from langgraph.runtime import Runtime
+
+from ..graph.context import SelfRAGContext, lm_lock, resolve_context
+from ..graph.nodes import ABSTAIN_ANSWER
+from ..retrieval import fetch_documents
+from .claims import ClaimSplitter, SentenceSplitter, guess_entity, split_sentences, strip_citations
+from .scoring import ClaimScorer, IsSupScorer
+from .utility import ClaimRecord, check_probability, claim_records, expected_utility, kept_expected_utility, lam
+
+#: Every restraint abstention reason starts with this.
+REASON_PREFIX = "restraint: "
+
+
+@dataclass
+class RestraintResult:
+    """What restraint made of one answer.
+
+    answer: the kept claims (unchanged when nothing was dropped; empty on abstention). claims:
+    ``{"text", "p", "kept"}`` records. expected_utility: E[U] of ``answer`` (0.0 on abstention, the
+    utility of saying nothing). abstain_reason: why nothing is said, or None.
+    """
+
+    answer: str
+    claims: list[ClaimRecord] = field(default_factory=list)
+    expected_utility: float = 0.0
+    abstain_reason: str | None = None
+
+    @property
+    def abstained(self) -> bool:
+        return self.abstain_reason is not None
+
+
+# -- the pieces ---------------------------------------------------------------------------------
+def claim_splitter(ctx: SelfRAGContext) -> Any:
+    """The context's ``claim_splitter``, else a :class:`SentenceSplitter`."""
+    return ctx.claim_splitter if getattr(ctx, "claim_splitter", None) is not None else SentenceSplitter()
+
+
+def claim_scorer(ctx: SelfRAGContext) -> Any:
+    """The context's ``claim_scorer``, else an :class:`IsSupScorer` over the context's reflection LM."""
+    scorer = getattr(ctx, "claim_scorer", None)
+    return scorer if scorer is not None else IsSupScorer(ctx.lm)
+
+
+def split_answer(answer: str, splitter: ClaimSplitter, entity: str | None = None) -> tuple[list[str], list[str] | None]:
+    """The answer's claims, and for a :class:`SentenceSplitter` the original sentence of each claim
+    (citation markers included), so that a kept answer is made of the answer's own text."""
+    if isinstance(splitter, SentenceSplitter):
+        pairs = [(s, strip_citations(s)) for s in split_sentences(answer)]
+        pairs = [(raw, claim) for raw, claim in pairs if claim]
+        return [claim for _, claim in pairs], [raw for raw, _ in pairs]
+    return list(splitter.split(answer, entity=entity)), None
+
+
+def score_claims(scorer: ClaimScorer, claims: Sequence[str], *, question: str, entity: str | None,
+                 evidence: Sequence[Document], samples: Sequence[str], prompt: str | None = None) -> list[float]:
+    """The scorer's probabilities, checked: one per claim, each in [0, 1] (ValueError otherwise)."""
+    extra = {"prompt": prompt} if isinstance(scorer, IsSupScorer) and prompt else {}
+    probs = list(scorer.score(claims, question=question, entity=entity, evidence=evidence, samples=samples,
+                              **extra))
+    if len(probs) != len(claims):
+        raise ValueError(f"{type(scorer).__name__} gave {len(probs)} probabilities for {len(claims)} claims")
+    return [check_probability(float(p)) for p in probs]
+
+
+def restrain_answer(answer: str, *, rho: float, question: str, splitter: ClaimSplitter, scorer: ClaimScorer,
+                    evidence: Sequence[Document] = (), samples: Sequence[str] = (), entity: str | None = None,
+                    prompt: str | None = None) -> RestraintResult:
+    """Split, score, keep the claims with p > rho; abstain when none is kept (E[U] <= 0)."""
+    claims, sentences = split_answer(answer, splitter, entity)
+    if not claims:
+        return RestraintResult("", [], 0.0, REASON_PREFIX + "the answer holds no claim")
+    probs = score_claims(scorer, claims, question=question, entity=entity, evidence=evidence,
+                         samples=samples, prompt=prompt)
+    records = claim_records(claims, probs, rho)
+    value = kept_expected_utility(records, rho)
+    if not any(r["kept"] for r in records) or value <= 0:
+        return RestraintResult("", records, 0.0, REASON_PREFIX + (
+            f"no claim is likely enough to say (best p = {max(probs):.2f}, not above rho = {rho:g}; "
+            f"E[U] of the whole answer would be {expected_utility(probs, rho):.2f})"
+        ))
+    if sentences is not None:
+        kept = [raw for raw, r in zip(sentences, records) if r["kept"]]
+    else:
+        kept = [r["text"] for r in records if r["kept"]]
+    return RestraintResult(" ".join(kept), records, value, None)
+
+
+_MARKER = re.compile(r"\[(\d+)\]")
+
+
+def renumber_citations(answer: str, citations: Sequence[Document]) -> tuple[str, list[Document]]:
+    """Keep the citations whose ``[n]`` markers are still in ``answer``, renumbered from 1 in order."""
+    order: dict[int, int] = {}
+    for match in _MARKER.finditer(answer):
+        n = int(match.group(1))
+        if 1 <= n <= len(citations) and n not in order:
+            order[n] = len(order) + 1
+    text = _MARKER.sub(lambda m: f"[{order[int(m.group(1))]}]" if int(m.group(1)) in order else m.group(0), answer)
+    return text, [citations[n - 1] for n in order]
+
+
+def evidence_for(state: Mapping[str, Any], ctx: SelfRAGContext) -> tuple[list[Document], str]:
+    """The passages to judge the answer's claims against, and where they came from.
+
+    ``citations``, else ``passages`` (retrieved for the answer), else ``given`` (the input
+    passages, first ``k``), else ``retrieved`` (``k`` fetched now for the question), else ``none``.
+    """
+    for key, label in (("citations", "citations"), ("passages", "passages")):
+        docs = [d for d in state.get(key) or [] if isinstance(d, Document)]
+        if docs:
+            return docs, label
+    given = [d for d in state.get("given_passages") or [] if isinstance(d, Document)]
+    if given:
+        return given[: ctx.config.k], "given"
+    if ctx.retriever is not None:
+        question = str(state.get("question") or "").strip()
+        docs = fetch_documents(ctx.retriever, question, ctx.config.k, timeout=ctx.retriever_timeout) if question else []
+        if docs:
+            return docs, "retrieved"
+    return [], "none"
+
+
+def answers_so_far(state: Mapping[str, Any]) -> list[str]:
+    """The chosen answer and every candidate's text (the samples of self-consistency)."""
+    texts = [state.get("answer") or ""] + [t.get("text") or "" for t in state.get("trace") or []
+                                            if isinstance(t, Mapping)]
+    return [t for t in dict.fromkeys(texts) if t.strip()]
+
+
+@contextlib.contextmanager
+def _locked(scorer: Any) -> Iterator[None]:
+    """Hold the reflection LM's lock while a scorer that uses it runs."""
+    lm = getattr(scorer, "lm", None)
+    if lm is None:
+        yield
+        return
+    with lm_lock(lm):
+        yield
+
+
+def _emit(runtime: Runtime[Any] | None, event: str, **data: Any) -> None:
+    if runtime is not None and runtime.stream_writer is not None:
+        runtime.stream_writer({"event": event, **data})
+
+
+def _note(source: str, scorer: Any, fallbacks: int) -> str | None:
+    if fallbacks <= 0:
+        return None
+    why = "no passage to judge the claims against" if source == "none" else "the scorer could not judge them"
+    return f"{fallbacks} claim(s) got the scorer's fallback p = {getattr(scorer, 'fallback', '?')} ({why})"
+
+
+# -- the node -----------------------------------------------------------------------------------
+def rho_of(runtime: Runtime[Any] | None) -> float | None:
+    """The ``rho`` knob of a run's context (a SelfRAGContext, a JSON dict or None) without loading a model."""
+    context = runtime.context if runtime is not None else None
+    if isinstance(context, SelfRAGContext):
+        return context.config.rho
+    if isinstance(context, Mapping):
+        return context.get("rho")
+    return None
+
+
+def _context(runtime: Runtime[Any] | None) -> SelfRAGContext:
+    """The run's context; a SelfRAGContext with its own claim scorer needs no reflection LM loaded."""
+    value = runtime.context if runtime is not None else None
+    if isinstance(value, SelfRAGContext) and (value.lm is not None or value.claim_scorer is not None):
+        return value
+    return resolve_context(value)
+
+
+def route_after_select(state: Mapping[str, Any], runtime: Runtime[Any] | None = None) -> str:
+    """``abstain`` when ``select`` found a reason not to answer, ``restrain`` when ``rho`` is set, else the end."""
+    if state.get("pending_abstain"):
+        return "abstain"
+    return "restrain" if rho_of(runtime) is not None else "__end__"
+
+
+def restrain(state: Mapping[str, Any], runtime: Runtime[SelfRAGContext]) -> dict[str, Any]:
+    """Keep only the claims worth saying at target accuracy ``rho``, or abstain (see the module docstring).
+
+    Sets ``claims``, ``expected_utility`` (E[U] over the kept claims; 0.0 on abstention) and
+    ``restraint`` (rho, lambda, evidence source and count, scorer, note), and either the kept
+    ``answer`` (a long-form answer's ``[n]`` markers and ``citations`` renumbered to the kept
+    sentences) or an abstention (``abstained``, ``abstain_reason`` starting with ``restraint:``,
+    the abstention answer, no citations). Emits a ``restraint`` stream event. Does nothing when
+    ``rho`` is None or the answer is already an abstention.
+    """
+    ctx = _context(runtime)
+    rho = ctx.config.rho
+    if rho is None or state.get("pending_abstain") or state.get("abstained"):
+        return {}
+    question = str(state.get("question") or "")
+    entity = guess_entity(question)
+    evidence, source = evidence_for(state, ctx)
+    splitter, scorer = claim_splitter(ctx), claim_scorer(ctx)
+    before = int(getattr(scorer, "fallbacks", 0) or 0)
+    with _locked(scorer):
+        result = restrain_answer(state.get("answer") or "", rho=rho, question=question, splitter=splitter,
+                                 scorer=scorer, evidence=evidence, samples=answers_so_far(state), entity=entity,
+                                 prompt=state.get("prompt"))
+    info = {"rho": rho, "lambda": lam(rho), "evidence": source, "n_evidence": len(evidence),
+            "splitter": type(splitter).__name__, "scorer": type(scorer).__name__,
+            "note": _note(source, scorer, int(getattr(scorer, "fallbacks", 0) or 0) - before)}
+    _emit(runtime, "restraint", claims=result.claims, expected_utility=result.expected_utility,
+          abstain_reason=result.abstain_reason, **info)
+    update: dict[str, Any] = {"claims": result.claims, "expected_utility": result.expected_utility, "restraint": info}
+    if result.abstained:
+        trace = [{**t, "selected": False} for t in state.get("trace") or []]
+        update.update(answer=ABSTAIN_ANSWER, abstained=True, abstain_reason=result.abstain_reason, citations=[],
+                      pending_abstain=result.abstain_reason, trace=trace)
+    elif ctx.config.long_form and isinstance(splitter, SentenceSplitter):  # long form cites with [n]
+        update["answer"], update["citations"] = renumber_citations(result.answer, state.get("citations") or [])
+    else:
+        update["answer"] = result.answer
+    return update
