@@ -38,7 +38,14 @@ TrainingError = ModelSetupError
 # data
 # ---------------------------------------------------------------------------------------------
 def record_prompt(record: Mapping[str, Any]) -> str:
-    """The Alpaca prompt of a ``{instruction, input, output}`` record."""
+    """The Alpaca prompt of a ``{instruction, input, output}`` record.
+
+    A record with a non-empty ``prompt`` string (ReSearch data: the exact prompt the policy saw)
+    uses it verbatim instead.
+    """
+    prompt = record.get("prompt")
+    if isinstance(prompt, str) and prompt:
+        return prompt
     instruction = record.get("instruction")
     if not isinstance(instruction, str) or not instruction:
         raise TrainingError(f"record has no 'instruction' string: {dict(record)!r:.200}")
