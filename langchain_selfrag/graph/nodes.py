@@ -28,7 +28,6 @@ fetched again for it (given passages are re-ranked against the segment query), a
 from __future__ import annotations
 
 import asyncio
-import inspect
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -40,11 +39,12 @@ from langgraph.runtime import Runtime, get_runtime
 from .. import scoring as S
 from .. import tokens as T
 from ..errors import EmptyQuestionError, InvalidInputError, QuestionTooLongError
+from ..lm.scheduler import supported_options, unwrap
 from ..passage_budget import EvidenceFitter, FittedPassage, check_prompt_fits
 from ..prompts import build_instruction, format_prompt, without_retrieval
 from ..rerank import rerank
 from ..retrieval import afetch_documents, document_title, fetch_documents
-from .context import SelfRAGContext, lm_lock, resolve_context
+from .context import SelfRAGContext, resolve_context
 from .state import Beam, Candidate, SelfRAGState
 
 #: Answer text of an abstention (the reason is in ``abstain_reason``).
@@ -101,8 +101,7 @@ def prepare(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, 
     task = T.neutralise(instruction) if instruction else None
     prompt = format_prompt(build_instruction(question.strip(), task, options or None))
     segments = ctx.config.max_segments if ctx.config.long_form else 1
-    with lm_lock(ctx.lm):
-        check_prompt_fits(ctx.lm, prompt, ctx.config.max_new_tokens, segments=segments)
+    check_prompt_fits(ctx.lm, prompt, ctx.config.max_new_tokens, segments=segments)
     root: Beam = {"id": 0, "prefix": "", "segments": [], "score_sum": 0.0, "done": False,
                   "need_retrieval": False, "evidence": [], "last_stop": None, "last_marker": None,
                   "current_passage": None}
@@ -139,8 +138,7 @@ def _first_decision(ctx: SelfRAGContext, state: Mapping[str, Any], can_retrieve:
         return False, None, "no_source"
     if cfg.mode != "adaptive":
         return cfg.mode == "always", None, "mode"
-    with lm_lock(ctx.lm):
-        probs = ctx.lm.candidate_probs([state["prompt"]], [T.NO_RETRIEVAL, T.RETRIEVAL])[0]
+    probs = ctx.lm.candidate_probs([state["prompt"]], [T.NO_RETRIEVAL, T.RETRIEVAL])[0]
     return S.should_retrieve(probs, cfg.threshold), S.retrieve_probability(probs), "threshold"
 
 
@@ -155,9 +153,8 @@ def _later_decisions(ctx: SelfRAGContext, state: Mapping[str, Any], beams: list[
     out: dict[int, Decision] = {b["id"]: (True, None, "token") for b in beams if b.get("last_stop") == "retrieval"}
     asked = [b for b in beams if b["id"] not in out]
     if asked:
-        with lm_lock(ctx.lm):
-            probs = ctx.lm.candidate_probs([state["prompt"] + b.get("prefix", "") for b in asked],
-                                           [T.NO_RETRIEVAL, T.RETRIEVAL])
+        probs = ctx.lm.candidate_probs([state["prompt"] + b.get("prefix", "") for b in asked],
+                                       [T.NO_RETRIEVAL, T.RETRIEVAL])
         for beam, p in zip(asked, probs):
             out[beam["id"]] = (S.should_retrieve(p, cfg.threshold), S.retrieve_probability(p), "threshold")
     return out
@@ -362,14 +359,8 @@ def _split_marker(gen: Any) -> tuple[str, str | None]:
 
 
 def _generate_options(lm: Any, **options: Any) -> dict[str, Any]:
-    """The subset of ``options`` that ``lm.generate`` takes (all when it takes ``**kwargs``)."""
-    try:
-        params = inspect.signature(lm.generate).parameters
-    except (TypeError, ValueError):
-        return options
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return options
-    return {k: v for k, v in options.items() if k in params}
+    """The subset of ``options`` that the model's ``generate`` takes (behind its scheduler)."""
+    return supported_options(unwrap(lm).generate, options)
 
 
 def _run_generate(lm: Any, prompts: list[str], cfg: Any, guards: list[bool],
@@ -447,35 +438,34 @@ def generate(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str,
     fitter = EvidenceFitter(ctx.lm, cfg.max_new_tokens, segments=segments, limit=cfg.max_passage_tokens)
     evidence_jobs: list[tuple[Beam, int, str, FittedPassage | None]] = []
     plain_jobs: list[tuple[Beam, str, bool, int | None]] = []
-    with lm_lock(ctx.lm):
-        for beam in _alive(state):
-            if beam.get("need_retrieval") and beam.get("evidence"):
-                base = state["prompt"] + beam.get("prefix", "")
-                for i in beam["evidence"]:
-                    doc = passages[i]
-                    prompt, fitted = fitter.prompt(base, document_title(doc), doc.page_content)
-                    evidence_jobs.append((beam, i, prompt, fitted))
-                    if fitted is not None and fitted.truncated:
-                        _emit(runtime, "passage_truncated", depth=depth, beam=beam["id"], passage=i,
-                              kept_tokens=fitted.tokens, total_tokens=fitted.total)
-            else:
-                plain_jobs.append((beam, _continuation_prompt(state, beam),
-                                   cfg.decoding_guard and not _has_text(beam), _continued_passage(beam)))
-        candidates: list[Candidate] = []
-        if evidence_jobs:
-            gens, guards = _run_generate(ctx.lm, [p for _, _, p, _ in evidence_jobs], cfg,
-                                         [cfg.decoding_guard] * len(evidence_jobs), ISREL)
-            for (beam, i, prompt, fitted), gen, guard in zip(evidence_jobs, gens, guards):
-                candidates.append(_candidate(gen, beam=beam, depth=depth, passage=i, prompt=prompt, guard=guard,
-                                             fitted=fitted))
-        if plain_jobs:
-            gens, guards = _run_generate(ctx.lm, [p for _, p, _, _ in plain_jobs], cfg,
-                                         [g for _, _, g, _ in plain_jobs])
-            for (beam, prompt, _, passage), gen, guard in zip(plain_jobs, gens, guards):
-                cand = _candidate(gen, beam=beam, depth=depth, passage=passage, prompt=prompt, guard=guard)
-                if passage is not None:
-                    _continue_evidence(cand, beam)
-                candidates.append(cand)
+    for beam in _alive(state):
+        if beam.get("need_retrieval") and beam.get("evidence"):
+            base = state["prompt"] + beam.get("prefix", "")
+            for i in beam["evidence"]:
+                doc = passages[i]
+                prompt, fitted = fitter.prompt(base, document_title(doc), doc.page_content)
+                evidence_jobs.append((beam, i, prompt, fitted))
+                if fitted is not None and fitted.truncated:
+                    _emit(runtime, "passage_truncated", depth=depth, beam=beam["id"], passage=i,
+                          kept_tokens=fitted.tokens, total_tokens=fitted.total)
+        else:
+            plain_jobs.append((beam, _continuation_prompt(state, beam),
+                               cfg.decoding_guard and not _has_text(beam), _continued_passage(beam)))
+    candidates: list[Candidate] = []
+    if evidence_jobs:
+        gens, guards = _run_generate(ctx.lm, [p for _, _, p, _ in evidence_jobs], cfg,
+                                     [cfg.decoding_guard] * len(evidence_jobs), ISREL)
+        for (beam, i, prompt, fitted), gen, guard in zip(evidence_jobs, gens, guards):
+            candidates.append(_candidate(gen, beam=beam, depth=depth, passage=i, prompt=prompt, guard=guard,
+                                         fitted=fitted))
+    if plain_jobs:
+        gens, guards = _run_generate(ctx.lm, [p for _, p, _, _ in plain_jobs], cfg,
+                                     [g for _, _, g, _ in plain_jobs])
+        for (beam, prompt, _, passage), gen, guard in zip(plain_jobs, gens, guards):
+            cand = _candidate(gen, beam=beam, depth=depth, passage=passage, prompt=prompt, guard=guard)
+            if passage is not None:
+                _continue_evidence(cand, beam)
+            candidates.append(cand)
     start = len(state.get("trace") or [])
     for n, cand in enumerate(candidates):
         cand["id"] = start + n
@@ -496,8 +486,7 @@ def grade_relevance(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> di
     missing = [c for c in cands if c.get("passage") is not None and not c.get("continued")
                and not any((c.get("first_probs") or {}).values())]
     if missing:
-        with lm_lock(ctx.lm):
-            probs = ctx.lm.candidate_probs([c["prompt"] for c in missing], ISREL)
+        probs = ctx.lm.candidate_probs([c["prompt"] for c in missing], ISREL)
         for cand, p in zip(missing, probs):
             cand["first_probs"] = dict(p)
     for cand in cands:

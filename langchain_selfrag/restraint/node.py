@@ -18,17 +18,17 @@ graph whose state has ``question`` and ``answer`` (keys its state lacks are igno
 
 from __future__ import annotations
 
-import contextlib
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.documents import Document
 from langgraph.runtime import Runtime
 
-from ..graph.context import SelfRAGContext, lm_lock, resolve_context
+from ..graph.context import SelfRAGContext, resolve_context
 from ..graph.nodes import ABSTAIN_ANSWER
+from ..lm.scheduler import BatchScheduler, scheduler_for
 from ..retrieval import fetch_documents
 from .claims import ClaimSplitter, SentenceSplitter, guess_entity, split_sentences, strip_citations
 from .scoring import ClaimScorer, IsSupScorer
@@ -155,15 +155,12 @@ def answers_so_far(state: Mapping[str, Any]) -> list[str]:
     return [t for t in dict.fromkeys(texts) if t.strip()]
 
 
-@contextlib.contextmanager
-def _locked(scorer: Any) -> Iterator[None]:
-    """Hold the reflection LM's lock while a scorer that uses it runs."""
+def _scheduled(scorer: Any) -> Any:
+    """A scorer that uses a reflection LM calls it through the model's scheduler, never beside it."""
     lm = getattr(scorer, "lm", None)
-    if lm is None:
-        yield
-        return
-    with lm_lock(lm):
-        yield
+    if lm is not None and not isinstance(lm, BatchScheduler) and hasattr(lm, "candidate_probs"):
+        scorer.lm = scheduler_for(lm)
+    return scorer
 
 
 def _emit(runtime: Runtime[Any] | None, event: str, **data: Any) -> None:
@@ -221,12 +218,11 @@ def restrain(state: Mapping[str, Any], runtime: Runtime[SelfRAGContext]) -> dict
     question = str(state.get("question") or "")
     entity = guess_entity(question)
     evidence, source = evidence_for(state, ctx)
-    splitter, scorer = claim_splitter(ctx), claim_scorer(ctx)
+    splitter, scorer = claim_splitter(ctx), _scheduled(claim_scorer(ctx))
     before = int(getattr(scorer, "fallbacks", 0) or 0)
-    with _locked(scorer):
-        result = restrain_answer(state.get("answer") or "", rho=rho, question=question, splitter=splitter,
-                                 scorer=scorer, evidence=evidence, samples=answers_so_far(state), entity=entity,
-                                 prompt=state.get("prompt"))
+    result = restrain_answer(state.get("answer") or "", rho=rho, question=question, splitter=splitter,
+                             scorer=scorer, evidence=evidence, samples=answers_so_far(state), entity=entity,
+                             prompt=state.get("prompt"))
     info = {"rho": rho, "lambda": lam(rho), "evidence": source, "n_evidence": len(evidence),
             "splitter": type(splitter).__name__, "scorer": type(scorer).__name__,
             "note": _note(source, scorer, int(getattr(scorer, "fallbacks", 0) or 0) - before)}

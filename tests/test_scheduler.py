@@ -1,0 +1,220 @@
+"""The per-model scheduler: concurrent callers share batched backend calls, and stay apart."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from langchain_selfrag.lm.scheduler import BatchScheduler, SchedulerError, SchedulerLimits, scheduler_for
+
+
+class RecordingLM:
+    """Echoes each prompt; records every backend call; can be held or made to fail."""
+
+    has_reflection_vocab = True
+
+    def __init__(self, delay: float = 0.05) -> None:
+        self.delay = delay
+        self.calls: list[tuple[str, list[str], dict]] = []
+        self.active = 0
+        self.max_active = 0
+        self.gate = threading.Event()
+        self.gate.set()
+        self._lock = threading.Lock()
+
+    def _enter(self, method: str, prompts, options) -> None:
+        with self._lock:
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+            self.calls.append((method, list(prompts), dict(options)))
+        self.gate.wait()
+        time.sleep(self.delay)
+        with self._lock:
+            self.active -= 1
+        if any("BOOM" in p for p in prompts):
+            raise RuntimeError("injected failure")
+
+    def generate(self, prompts, **options):
+        self._enter("generate", prompts, options)
+        guard = options.get("guard", False)
+        flags = guard if isinstance(guard, list) else [guard] * len(prompts)
+        return [f"{p}|{options.get('max_new_tokens')}|{g}" for p, g in zip(prompts, flags)]
+
+    def candidate_probs(self, prompts, candidates):
+        self._enter("candidate_probs", prompts, {"candidates": tuple(candidates)})
+        return [{c: float(len(p)) for c in candidates} for p in prompts]
+
+    def tokenize(self, text: str, *, add_bos: bool) -> list[int]:
+        return list(range(len(text.split()) + add_bos))
+
+
+def run_threads(fn, args_list):
+    with ThreadPoolExecutor(len(args_list)) as pool:
+        return list(pool.map(lambda a: fn(*a), args_list))
+
+
+def test_concurrent_requests_share_calls_and_get_their_own_results():
+    lm = RecordingLM()
+    sched = BatchScheduler(lm)
+    lm.gate.clear()  # hold the first call so the others queue up behind it
+    args = [([f"q{i}-a", f"q{i}-b"],) for i in range(8)]
+    with ThreadPoolExecutor(8) as pool:
+        futures = [pool.submit(sched.generate, *a, max_new_tokens=5) for a in args]
+        time.sleep(0.3)
+        lm.gate.set()
+        results = [f.result(timeout=10) for f in futures]
+    for i, res in enumerate(results):
+        assert res == [f"q{i}-a|5|False", f"q{i}-b|5|False"]
+    assert len(lm.calls) < 8 and sched.merged == 8
+    assert lm.max_active == 1  # one thread touches the model
+
+
+def test_requests_with_different_options_are_not_merged():
+    lm = RecordingLM()
+    sched = BatchScheduler(lm)
+    lm.gate.clear()
+    with ThreadPoolExecutor(4) as pool:
+        f1 = pool.submit(sched.generate, ["a"], max_new_tokens=5)
+        time.sleep(0.1)
+        f2 = pool.submit(sched.generate, ["b"], max_new_tokens=7)
+        f3 = pool.submit(sched.candidate_probs, ["c"], ["[Relevant]"])
+        f4 = pool.submit(sched.generate, ["d"], max_new_tokens=7)
+        time.sleep(0.2)
+        lm.gate.set()
+        assert f2.result(10) == ["b|7|False"] and f4.result(10) == ["d|7|False"]
+        assert f1.result(10) == ["a|5|False"] and f3.result(10) == [{"[Relevant]": 1.0}]
+    batches = [prompts for _, prompts, _ in lm.calls]
+    assert ["b", "d"] in batches and ["a"] in batches and ["c"] in batches
+
+
+def test_guard_flags_follow_their_prompts_when_merged():
+    lm = RecordingLM()
+    sched = BatchScheduler(lm)
+    lm.gate.clear()
+    with ThreadPoolExecutor(3) as pool:
+        f0 = pool.submit(sched.generate, ["x"], max_new_tokens=1)
+        time.sleep(0.1)
+        f1 = pool.submit(sched.generate, ["a", "b"], max_new_tokens=2, guard=[True, False])
+        f2 = pool.submit(sched.generate, ["c"], max_new_tokens=2, guard=False)
+        time.sleep(0.2)
+        lm.gate.set()
+        assert f1.result(10) == ["a|2|True", "b|2|False"]
+        assert f2.result(10) == ["c|2|False"]
+        f0.result(10)
+    assert ["a", "b", "c"] in [p for _, p, _ in lm.calls]
+
+
+def test_a_failing_request_fails_alone():
+    lm = RecordingLM()
+    sched = BatchScheduler(lm)
+    lm.gate.clear()
+    with ThreadPoolExecutor(4) as pool:
+        first = pool.submit(sched.generate, ["warm"], max_new_tokens=1)
+        time.sleep(0.1)
+        good = [pool.submit(sched.generate, [f"ok{i}"], max_new_tokens=1) for i in range(2)]
+        bad = pool.submit(sched.generate, ["BOOM"], max_new_tokens=1)
+        time.sleep(0.2)
+        lm.gate.set()
+        with pytest.raises(RuntimeError, match="injected"):
+            bad.result(10)
+        assert [g.result(10) for g in good] == [["ok0|1|False"], ["ok1|1|False"]]
+        first.result(10)
+
+
+def test_bounds_give_clear_errors():
+    lm = RecordingLM()
+    sched = BatchScheduler(lm, SchedulerLimits(max_sequences=3, max_batch_tokens=50, max_queue=2))
+    with pytest.raises(SchedulerError, match="max_sequences=3"):
+        sched.generate(["a", "b", "c", "d"])
+    with pytest.raises(SchedulerError, match="max_batch_tokens=50"):
+        sched.generate(["word " * 60])
+    lm.gate.clear()
+    with ThreadPoolExecutor(4) as pool:
+        running = pool.submit(sched.generate, ["r"])
+        time.sleep(0.1)  # the worker holds "r"; two more fill the queue
+        waiting = [pool.submit(sched.generate, [f"w{i}"], max_new_tokens=i) for i in range(2)]
+        time.sleep(0.1)
+        with pytest.raises(SchedulerError, match="queue is full"):
+            sched.generate(["one too many"])
+        lm.gate.set()
+        running.result(10)
+        [w.result(10) for w in waiting]
+    with pytest.raises(ValueError, match="max_queue"):
+        SchedulerLimits(max_queue=0)
+
+
+def test_merged_calls_stay_within_max_sequences():
+    lm = RecordingLM()
+    sched = BatchScheduler(lm, SchedulerLimits(max_sequences=4))
+    lm.gate.clear()
+    with ThreadPoolExecutor(7) as pool:
+        first = pool.submit(sched.generate, ["x"])
+        time.sleep(0.1)
+        rest = [pool.submit(sched.generate, [f"p{i}", f"q{i}"]) for i in range(6)]
+        time.sleep(0.2)
+        lm.gate.set()
+        first.result(10)
+        assert [r.result(10) for r in rest] == [[f"p{i}|None|False", f"q{i}|None|False"] for i in range(6)]
+    assert max(len(p) for _, p, _ in lm.calls) <= 4
+    assert any(len(p) == 4 for _, p, _ in lm.calls)
+
+
+def test_async_callers_are_batched_too():
+    lm = RecordingLM(delay=0.1)
+    sched = BatchScheduler(lm)
+
+    async def main():
+        return await asyncio.gather(*(sched.agenerate([f"a{i}"], max_new_tokens=3) for i in range(6)))
+
+    out = asyncio.run(main())
+    assert out == [[f"a{i}|3|False"] for i in range(6)]
+    assert len(lm.calls) < 6
+
+
+def test_one_scheduler_per_model_and_the_worker_ends_when_idle(monkeypatch):
+    lm = RecordingLM(delay=0)
+    sched = scheduler_for(lm)
+    assert scheduler_for(lm) is sched and scheduler_for(sched) is sched
+    assert scheduler_for(RecordingLM()) is not sched
+    assert sched.has_reflection_vocab is True  # attributes come from the model
+    monkeypatch.setattr(BatchScheduler, "idle_seconds", 0.05)
+    assert sched.generate(["a"]) == ["a|None|False"]
+    time.sleep(0.3)
+    assert sched._worker is None
+    assert sched.generate(["b"]) == ["b|None|False"]  # a new worker starts
+    sched.close()
+    with pytest.raises(SchedulerError, match="closed"):
+        sched.generate(["c"])
+
+
+@pytest.fixture(scope="module")
+def tiny_gguf(tiny_model_dir, tmp_path_factory):
+    pytest.importorskip("llama_cpp")
+    from langchain_selfrag.gguf_export import export_gguf
+
+    return export_gguf(tiny_model_dir, tmp_path_factory.mktemp("sched") / "tiny.gguf", outtype="f32")
+
+
+def test_real_model_concurrent_equals_one_at_a_time(tiny_gguf):
+    """Distinct prompts from 6 threads through one llama.cpp model: each gets its own greedy text."""
+    from langchain_selfrag.lm.llamacpp_lm import LlamaCppReflectionLM
+    from langchain_selfrag.prompts import format_prompt, with_evidence
+
+    lm = LlamaCppReflectionLM(tiny_gguf, n_threads=1, n_ctx=2048)
+    try:
+        prompts = [with_evidence(format_prompt(f"Question number {i} about topic {i * 7}?"), f"Doc {i}", f"Text {i} " * (i + 1))
+                   for i in range(6)]
+        want = [lm.generate([p], max_new_tokens=8)[0] for p in prompts]
+        sched = BatchScheduler(lm)
+        got = run_threads(lambda p: sched.generate([p], max_new_tokens=8)[0], [(p,) for p in prompts])
+        assert [g.token_ids for g in got] == [w.token_ids for w in want]
+        for g, w in zip(got, want):
+            assert g.cumulative_logprob == pytest.approx(w.cumulative_logprob, abs=1e-3)
+        assert sched.calls < len(prompts)
+        sched.close()
+    finally:
+        lm.close()
