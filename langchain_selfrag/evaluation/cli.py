@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .bio_cli import add_bio_arguments, run_bio_command
+from .bio_systems import parse_named_model
 from .loaders import FORMATS, DatasetError, load_corpus, load_dataset, select_articles
 from .runner import EvalError, EvalOptions, run_evaluation, select_examples
 from .systems import SYSTEMS, resolve_systems
@@ -30,17 +32,26 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("dataset", help="data file (SQuAD v2 JSON, Self-RAG JSONL, PopQA, ARC, SelfAware, JSONL)")
+    parser.add_argument(
+        "dataset",
+        help="data file (SQuAD v2 JSON, Self-RAG JSONL, PopQA, ARC, SelfAware, JSONL), or 'bio' for the "
+        "self-restraint biography task (see the biographies flags)",
+    )
     parser.add_argument("--format", default="auto", choices=FORMATS, help="data format (default: detect)")
     parser.add_argument(
         "--systems",
-        default=",".join(SYSTEMS),
-        help=f"comma-separated systems (default: all): {', '.join(SYSTEMS)}",
+        help=f"comma-separated systems (default: all): {', '.join(SYSTEMS)}; bio: prompted, safety_prompted, "
+        "selfrag, selfrag_restrain (one per --rho), research, and the --model NAMEs",
     )
     parser.add_argument("--limit", type=int, help="evaluate only the first N questions")
     parser.add_argument("--sample", type=int, help="evaluate a random sample of N questions (see --seed)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0)")
-    parser.add_argument("--model", help="GGUF file or HF model dir (default: the bundled model, else SmolLM2)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of --sample and, for bio, of the bootstrap (default 0)")
+    parser.add_argument(
+        "--model",
+        action=_ModelAction,
+        help="GGUF file or HF model dir (default: the bundled model, else SmolLM2); bio: NAME=PATH (repeatable) "
+        "adds a trained model as system NAME",
+    )
     parser.add_argument("--out", help="output directory (default: runs/eval-DATASET); an existing run resumes")
     parser.add_argument(
         "--retrieval",
@@ -66,6 +77,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="do not share identical model calls between systems on a question (slower; same answers)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.set_defaults(named_models=[])
+    add_bio_arguments(parser)
+
+
+class _ModelAction(argparse.Action):
+    """``--model PATH`` sets the reflection LM; ``--model NAME=PATH`` adds a named (trained) model."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        named = parse_named_model(str(values))
+        if named is None:
+            setattr(namespace, self.dest, values)
+        else:
+            namespace.named_models = [*(getattr(namespace, "named_models", None) or []), named]
 
 
 def default_model() -> str:
@@ -107,6 +132,10 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.dataset == "bio":
+        return run_bio_command(args, load_model=load_model, default_model=default_model)
+    if args.named_models:
+        raise ValueError("--model NAME=PATH adds a trained model to `selfrag eval bio`; give a plain path here")
     systems = resolve_systems(args.systems)
     if args.k < 1:
         raise ValueError("--k must be at least 1")
