@@ -22,17 +22,20 @@ overrides the script, so tests can prove that the pipeline neutralises passages.
 ``generate`` honours the decoding options: under ``guard`` a segment whose text has no content
 writes ``guarded_text`` instead (``Generation.guarded`` = 1); with ``stop_at_segment`` the segment
 ends at the first ``[No Retrieval]`` / ``[Continue to Use Evidence]`` in its text after content.
+With ``temperature > 0`` a segment with ``variants`` writes one of ``(text, *variants)``, drawn
+uniformly by prompt ``i``'s seeded stream ``(seed, i)``, as a real backend's samples are seeded.
 """
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import tokens as T
-from .lm.base import SEGMENT_MARKERS, Generation, ReflectionPoint, guard_flags
+from .lm.base import SEGMENT_MARKERS, Generation, ReflectionPoint, check_sampling, guard_flags, stream_seed
 
 _SUPPORT = {"full": T.FULLY_SUPPORTED, "partial": T.PARTIALLY_SUPPORTED, "none": T.NO_SUPPORT}
 _EVIDENCE = re.compile(re.escape(T.PARAGRAPH_START) + r"(.*?)" + re.escape(T.PARAGRAPH_END), re.DOTALL)
@@ -50,6 +53,7 @@ class FakeSegment:
     guarded_text: what is written instead of a ``text`` without content when ``generate`` is
     called with the guard on (None: ``text`` unchanged). ``text`` may hold ``[No Retrieval]`` /
     ``[Continue to Use Evidence]`` markers that start the next sentence of a long-form answer.
+    variants: other texts a sampling call (``temperature > 0``) may write instead of ``text``.
     """
 
     text: str = "answer"
@@ -60,6 +64,7 @@ class FakeSegment:
     logprob: float = -0.1
     confidence: float = 0.8
     guarded_text: str | None = None
+    variants: Sequence[str] = ()
 
     def issup_probs(self) -> dict[str, float] | None:
         if self.issup is None or isinstance(self.issup, dict):
@@ -105,7 +110,8 @@ class FakeReflectionLM:
     gullible: bool = True
     has_reflection_vocab: bool = True
     calls: list[tuple[str, Any]] = field(default_factory=list)
-    #: The ``guard`` flags (one per prompt) and ``stop_at_segment`` of every ``generate`` call.
+    #: The ``guard`` flags (one per prompt) and ``stop_at_segment`` of every ``generate`` call, and
+    #: ``temperature``, ``top_p`` and ``seed`` of a call that samples (``temperature > 0``).
     generate_options: list[dict[str, Any]] = field(default_factory=list)
 
     # -- script lookup ---------------------------------------------------------------------------
@@ -170,18 +176,31 @@ class FakeReflectionLM:
         stop_at_retrieval: bool = True,
         guard: bool | Sequence[bool] = False,
         stop_at_segment: bool = False,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
     ) -> list[Generation]:
         """One scripted segment per prompt, with its reflection points and first probabilities."""
+        check_sampling(temperature, top_p, seed)
         flags = guard_flags(guard, len(prompts))
         self.calls.append(("generate", (list(prompts), tuple(first_candidates), stop_at_retrieval)))
-        self.generate_options.append({"guard": flags, "stop_at_segment": stop_at_segment})
+        options: dict[str, Any] = {"guard": flags, "stop_at_segment": stop_at_segment}
+        if temperature > 0:
+            options |= {"temperature": temperature, "top_p": top_p, "seed": seed}
+        self.generate_options.append(options)
+        rngs = [self._stream(seed, i) if temperature > 0 else None for i in range(len(prompts))]
         return [
-            self._generate_one(p, max_new_tokens, first_candidates, stop_at_retrieval, g, stop_at_segment)
-            for p, g in zip(prompts, flags)
+            self._generate_one(p, max_new_tokens, first_candidates, stop_at_retrieval, g, stop_at_segment, rng)
+            for p, g, rng in zip(prompts, flags, rngs)
         ]
 
+    @staticmethod
+    def _stream(seed: int | None, index: int) -> random.Random:
+        return random.Random(stream_seed(seed, index)) if seed is not None else random.Random()
+
     def _generate_one(
-        self, prompt: str, max_new_tokens: int, first_candidates: Sequence[str], stop: bool, guard: bool, segment: bool
+        self, prompt: str, max_new_tokens: int, first_candidates: Sequence[str], stop: bool, guard: bool, segment: bool,
+        rng: random.Random | None = None,
     ) -> Generation:
         seg = self.script_for(prompt)
         has_evidence = prompt.endswith(T.PARAGRAPH_END)
@@ -190,6 +209,8 @@ class FakeReflectionLM:
         if has_evidence and rel is not None:
             pieces.append((T.RELEVANT if rel >= 0.5 else T.IRRELEVANT, {T.RELEVANT: rel, T.IRRELEVANT: 1 - rel}))
         text, guarded = seg.text, 0
+        if rng is not None and seg.variants:
+            text = rng.choice([seg.text, *seg.variants])
         if guard and seg.guarded_text is not None and not T.strip_reflection_tokens(text):
             text, guarded = seg.guarded_text, 1
         words, at_marker = _text_pieces(text, segment)

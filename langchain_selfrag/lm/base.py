@@ -4,9 +4,10 @@ A backend only has to answer two batched questions about prompt strings:
 
 * ``candidate_probs``: the probability of each candidate string at the next position
   (the Retrieve decision, IsRel), and
-* ``generate``: a greedy segment with its cumulative log-prob and the reflection-group
-  probabilities at each position where a reflection token was generated, optionally under the
-  decoding guard (no empty answers) and stopping at the next segment's Retrieve token.
+* ``generate``: a greedy (or, with ``temperature > 0``, seeded sampled) segment with its
+  cumulative log-prob and the reflection-group probabilities at each position where a reflection
+  token was generated, optionally under the decoding guard (no empty answers) and stopping at the
+  next segment's Retrieve token.
 
 Prompts are plain strings, so the same protocol fits a remote engine serving log-probs over HTTP.
 """
@@ -17,7 +18,9 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import numpy as np
 
 from .. import tokens as T
 
@@ -89,6 +92,9 @@ class ReflectionLM(Protocol):
         stop_at_retrieval: bool = True,
         guard: bool | Sequence[bool] = False,
         stop_at_segment: bool = False,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
     ) -> list[Generation]:
         """Greedy segments, one per prompt, stopping at ``[Retrieval]``, end of sequence or length.
 
@@ -98,6 +104,11 @@ class ReflectionLM(Protocol):
         (content: no reflection, control or end-of-sequence token, with a letter or digit).
         ``stop_at_segment``: also stop at ``[No Retrieval]`` / ``[Continue to Use Evidence]``
         generated after content (stop reason ``"segment"``, the token kept at the end).
+        ``temperature`` > 0 samples each token from the softmax of ``logits / temperature`` cut to
+        its ``top_p`` nucleus (see :func:`sample_token`); 0 is greedy. Prompt ``i`` of the call draws
+        from its own stream seeded by ``(seed, i)``: the same seed and prompts give the same samples,
+        copies of one prompt give different ones; ``seed=None`` draws fresh entropy. Log-probs and
+        reflection-group probabilities stay those of the model's unmasked softmax.
         """
         ...
 
@@ -143,6 +154,8 @@ class ReflectionLMBase(ABC):
         first_seqs: list[list[int]],
         stop: Callable[[list[int]], bool],
         bans: Sequence[BanHook | None] | None = None,
+        *,
+        samplers: Sequence[TokenSampler | None] | None = None,
     ) -> list[tuple[list[int], float, list[dict[int, float]], list[float], int]]:
         """Greedy decode until ``stop(generated_ids)`` or the length limit.
 
@@ -153,6 +166,8 @@ class ReflectionLMBase(ABC):
         ``bans`` (one hook or None per prompt): the next token is the argmax over the ids not in
         ``bans[i](generated)``; log-probs and group probabilities stay those of the unmasked
         softmax; guarded counts the positions where the ban changed the argmax.
+        ``samplers`` (one :class:`TokenSampler` or None per prompt; only passed when one samples):
+        a prompt with a sampler takes ``sampler.choose(logits, banned)`` instead of the argmax.
         """
 
     # -- shared logic ---------------------------------------------------------------------------
@@ -219,12 +234,16 @@ class ReflectionLMBase(ABC):
         stop_at_retrieval: bool = True,
         guard: bool | Sequence[bool] = False,
         stop_at_segment: bool = False,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
     ) -> list[Generation]:
-        """Greedy segments with reflection probabilities; see :class:`ReflectionLM`.
+        """Greedy or sampled segments with reflection probabilities; see :class:`ReflectionLM`.
 
         Without single-id reflection tokens (``has_reflection_vocab`` False) the guard bans only
         end of sequence, until the first token with a letter or digit.
         """
+        samplers = make_samplers(len(prompts), temperature, top_p, seed)
         if not prompts:
             return []
         if max_new_tokens < 1:
@@ -249,14 +268,19 @@ class ReflectionLMBase(ABC):
                 self._add_text_reflections(prompt_group, ids_group, gens)
             return gens
 
+        def decode(ids_group: list[list[int]], ban_group: list[BanHook | None], sampler_group: list[TokenSampler | None]):
+            if all(s is None for s in sampler_group):  # greedy: the call every backend has always had
+                return self._greedy(ids_group, max_new_tokens, first_seqs, rule.stop, ban_group)
+            return self._greedy(ids_group, max_new_tokens, first_seqs, rule.stop, ban_group, samplers=sampler_group)
+
         if self.generates_in_batches:
-            return finish(self._greedy(prompt_ids, max_new_tokens, first_seqs, rule.stop, bans), prompts, prompt_ids)
+            return finish(decode(prompt_ids, bans, samplers), prompts, prompt_ids)
         # One prompt at a time: text reflections are scored while the backend's prefix cache
         # still holds this prompt and its generation.
         return [
             gen
-            for prompt, ids, ban in zip(prompts, prompt_ids, bans)
-            for gen in finish(self._greedy([ids], max_new_tokens, first_seqs, rule.stop, [ban]), [prompt], [ids])
+            for prompt, ids, ban, sampler in zip(prompts, prompt_ids, bans, samplers)
+            for gen in finish(decode([ids], [ban], [sampler]), [prompt], [ids])
         ]
 
     def _is_content(self, tid: int) -> bool:
@@ -348,6 +372,112 @@ class ReflectionLMBase(ABC):
             for i in group:
                 out[i] = group
         return out
+
+
+# -- sampling ---------------------------------------------------------------------------------------
+def check_sampling(temperature: float, top_p: float, seed: int | None) -> None:
+    """ValueError unless ``temperature >= 0``, ``0 < top_p <= 1`` and ``seed`` is None or an int."""
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature >= 0.0:
+        raise ValueError(f"temperature must be a number >= 0, not {temperature!r}")
+    if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0.0 < top_p <= 1.0:
+        raise ValueError(f"top_p must lie in (0, 1], not {top_p!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+        raise ValueError(f"seed must be an int or None, not {seed!r}")
+
+
+def sampling_probs(logits: Any, temperature: float, top_p: float = 1.0, banned: Collection[int] = ()) -> np.ndarray:
+    """The distribution :func:`sample_token` draws from (float64, sums to 1; pure).
+
+    softmax(logits / temperature) with ``banned`` ids removed, then cut to its nucleus: the fewest
+    most probable ids whose mass reaches ``top_p`` (ties kept in id order), renormalised.
+    ``logits`` may be log-probabilities (any shift gives the same result). ``temperature`` > 0.
+    """
+    if not temperature > 0.0:
+        raise ValueError("sampling_probs needs temperature > 0 (temperature 0 is the argmax)")
+    x = np.array(logits, dtype=np.float64).reshape(-1) / float(temperature)
+    if banned:
+        x[np.fromiter(banned, dtype=np.int64)] = -np.inf
+    top = x.max()
+    if not np.isfinite(top):
+        raise ValueError("every id is banned or has -inf logit")
+    p = np.exp(x - top)
+    p /= p.sum()
+    if top_p < 1.0:
+        p = _nucleus(p, top_p)
+    return p
+
+
+def _nucleus(p: np.ndarray, top_p: float) -> np.ndarray:
+    """``p`` cut to its ``top_p`` nucleus and renormalised.
+
+    Only ids above a small threshold are sorted when they alone reach ``top_p`` (then the nucleus
+    lies among them: every id left out ranks below all of them); else every id is sorted.
+    """
+    want = top_p * p.sum()
+    ids = np.flatnonzero(p > p.max() * 1e-6)
+    if p[ids].sum() < want:
+        ids = np.arange(len(p))
+    order = ids[np.argsort(-p[ids], kind="stable")]
+    mass = np.cumsum(p[order])
+    keep = min(int(np.searchsorted(mass, want, side="left")) + 1, len(order))
+    cut = np.zeros_like(p)
+    cut[order[:keep]] = p[order[:keep]]
+    return cut / cut.sum()
+
+
+def sample_token(
+    logits: Any, temperature: float, top_p: float, rng: np.random.Generator, banned: Collection[int] = ()
+) -> int:
+    """One id drawn from :func:`sampling_probs` with ``rng``; temperature 0: the argmax over allowed ids."""
+    if temperature <= 0.0:
+        x = np.array(logits, dtype=np.float64).reshape(-1)
+        if banned:
+            x[np.fromiter(banned, dtype=np.int64)] = -np.inf
+        return int(x.argmax())
+    p = sampling_probs(logits, temperature, top_p, banned)
+    cdf = np.cumsum(p)
+    return int(min(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"), len(p) - 1))
+
+
+def stream_seed(seed: int, *keys: int) -> int:
+    """A 63-bit seed for the stream ``(seed, *keys)``, e.g. prompt ``i`` of a call (deterministic)."""
+    state = np.random.SeedSequence([int(seed) & (2**64 - 1), *(int(k) & (2**64 - 1) for k in keys)])
+    return int(state.generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+
+@dataclass
+class TokenSampler:
+    """One prompt's sampling stream: temperature, top-p and its own seeded generator."""
+
+    temperature: float
+    top_p: float
+    rng: np.random.Generator
+    #: The stream's seed (None: fresh entropy); remote backends send it to the server.
+    seed: int | None = None
+
+    def choose(self, logits: Any, banned: Collection[int] = ()) -> tuple[int, bool]:
+        """The next id and whether the ban changed it.
+
+        The id is drawn from the unmasked distribution first; a banned draw is drawn again from
+        the distribution without the banned ids (together: a draw from the allowed ids' renormalised
+        probabilities), and counts as guarded, as a banned argmax does under greedy decoding.
+        """
+        tid = sample_token(logits, self.temperature, self.top_p, self.rng)
+        if banned and tid in banned:
+            return sample_token(logits, self.temperature, self.top_p, self.rng, banned), True
+        return tid, False
+
+
+def make_samplers(n: int, temperature: float, top_p: float, seed: int | None) -> list[TokenSampler | None]:
+    """One sampler per prompt (streams ``(seed, i)``), or ``[None] * n`` for greedy decoding."""
+    check_sampling(temperature, top_p, seed)
+    if temperature == 0.0:
+        return [None] * n
+    out: list[TokenSampler | None] = []
+    for i in range(n):
+        s = stream_seed(seed, i) if seed is not None else None
+        out.append(TokenSampler(float(temperature), float(top_p), np.random.default_rng(s), s))
+    return out
 
 
 def guard_flags(guard: bool | Sequence[bool], n: int) -> list[bool]:

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import BanHook, ReflectionLMBase, ReflectionLMError
+from .base import BanHook, ReflectionLMBase, ReflectionLMError, TokenSampler
 
 #: The llama-cpp-python releases this module is tested with, [from, below): the C API it binds
 #: (llama_memory_*, llama_batch_*, the context-parameter fields) changes between llama.cpp releases.
@@ -173,6 +173,9 @@ class _Native:
 
 class LlamaCppReflectionLM(ReflectionLMBase):
     """A GGUF model on llama.cpp, greedy decoding in our own loop, K prompts decoded together.
+
+    With ``generate(temperature=...)`` each sequence's tokens are drawn in Python from the logits
+    read for it (:class:`~langchain_selfrag.lm.base.TokenSampler`), with llama.cpp's own samplers unused.
 
     ``n_seq_max`` sequences share one unified KV cache: ``generate`` decodes up to
     ``n_seq_max // (1 + b)`` prompts together, b being the branches of its multi-token first
@@ -446,25 +449,27 @@ class LlamaCppReflectionLM(ReflectionLMBase):
     def _first_position_probs(self, prompt_ids: list[list[int]], ids: list[int]) -> list[dict[int, float]]:
         return [dict(zip(ids, np.exp(_log_softmax_at(self._score_prompt(p)[0], ids)).tolist())) for p in prompt_ids]
 
-    def _greedy(self, prompt_ids, max_new_tokens, first_seqs, stop, bans=None):
+    def _greedy(self, prompt_ids, max_new_tokens, first_seqs, stop, bans=None, *, samplers=None):
         bans = list(bans) if bans else [None] * len(prompt_ids)
+        samplers = list(samplers) if samplers else [None] * len(prompt_ids)
         nodes, n_branches = continuation_tree([s[:-1] for s in first_seqs])
         width = max(1, self._n_seq // (1 + n_branches))
         runs = plan_groups(prompt_ids, len(nodes) + max_new_tokens, self.context_length, width)
         results = []
         for run in runs:
             prompts, run_bans = [prompt_ids[i] for i in run], [bans[i] for i in run]
+            run_samplers = [samplers[i] for i in run]
             if len(run) == 1:
-                results.append(self._greedy_one(prompts[0], max_new_tokens, first_seqs, stop, run_bans[0]))
+                results.append(self._greedy_one(prompts[0], max_new_tokens, first_seqs, stop, run_bans[0], run_samplers[0]))
             else:
-                results += _Run(self, prompts, first_seqs, run_bans).generate(max_new_tokens, stop)
+                results += _Run(self, prompts, first_seqs, run_bans, run_samplers).generate(max_new_tokens, stop)
         self._last_logits = None
         return results
 
-    def _greedy_one(self, prompt, max_new_tokens, first_seqs, stop, banned):
+    def _greedy_one(self, prompt, max_new_tokens, first_seqs, stop, banned, sampler=None):
         """One prompt on sequence 0, its prompt prefix cache kept."""
         logits, first = self._score_prompt(prompt, first_seqs)
-        step = _Step(self, banned)
+        step = _Step(self, banned, sampler)
         for i in range(max_new_tokens):
             tid = step.take(logits)
             if stop(step.generated) or i == max_new_tokens - 1:
@@ -482,11 +487,12 @@ def _tree_logprob(logits: np.ndarray, rows: dict[int, np.ndarray], row_of: dict[
 
 
 class _Step:
-    """One sequence's greedy choices: guarded argmax, log-probs and reflection-group probabilities."""
+    """One sequence's choices: guarded argmax (or a draw of ``sampler``), log-probs and group probabilities."""
 
-    def __init__(self, lm: LlamaCppReflectionLM, banned: BanHook | None) -> None:
+    def __init__(self, lm: LlamaCppReflectionLM, banned: BanHook | None, sampler: TokenSampler | None = None) -> None:
         self.groups = lm._groups
         self.banned = banned
+        self.sampler = sampler
         self.generated: list[int] = []
         self.per_pos: list[dict[int, float]] = []
         self.cum = 0.0
@@ -496,10 +502,14 @@ class _Step:
         """Choose the next token from the unmasked ``logits``; record it."""
         top = float(logits.max())
         lse = top + float(np.log(np.exp(logits - top).sum()))
-        tid = int(logits.argmax())
         ban = self.banned(self.generated) if self.banned else ()
-        if tid in ban:
-            tid, self.guarded = _allowed_argmax(logits, ban), self.guarded + 1
+        if self.sampler is not None:
+            tid, changed = self.sampler.choose(logits, ban)
+            self.guarded += changed
+        else:
+            tid = int(logits.argmax())
+            if tid in ban:
+                tid, self.guarded = _allowed_argmax(logits, ban), self.guarded + 1
         self.cum += float(logits[tid]) - lse
         group = self.groups.get(tid)
         self.per_pos.append(dict(zip(group, np.exp(logits[group] - lse).tolist())) if group else {})
@@ -519,9 +529,10 @@ class _Run:
     generation) stays cached afterwards; the other sequences are dropped.
     """
 
-    def __init__(self, lm: LlamaCppReflectionLM, prompts: list[list[int]], first_seqs: list[list[int]], bans) -> None:
+    def __init__(self, lm: LlamaCppReflectionLM, prompts: list[list[int]], first_seqs: list[list[int]], bans,
+                 samplers=None) -> None:
         self.lm, self.prompts, self.first_seqs = lm, prompts, first_seqs
-        self.steps = [_Step(lm, b) for b in bans]
+        self.steps = [_Step(lm, b, s) for b, s in zip(bans, samplers or [None] * len(bans))]
         self.nodes, n_branches = continuation_tree([s[:-1] for s in first_seqs])
         n = len(prompts)
         self.branch_seqs = [tuple(n + i * n_branches + b for b in range(n_branches)) for i in range(n)]

@@ -25,6 +25,14 @@ ends the sequence ends the generation. Log-probs stay those of the unmasked soft
 server reports raw log-probs (llama-cpp-python does; vLLM V1 by default). ``guarded`` counts the
 steps whose chosen token scored below the best log-prob the server listed.
 ``stop_at_segment`` cuts the generation after the marker (the server may have generated further).
+
+Sampling (``generate(temperature=..., top_p=..., seed=...)``) is the server's: each prompt goes in a
+request of its own with ``temperature``, ``top_p`` and a seed derived from ``(seed, prompt index)``
+(each guarded step with one of its own), and, in text mode, llama-cpp-python's extra samplers
+switched off (``top_k=0``, ``min_p=0``). Servers differ in the order of their samplers
+(llama-cpp-python cuts the top-p nucleus before applying the temperature, vLLM after), and under
+sampling ``guarded`` counts the guarded steps whose token was not the best one listed (an upper
+bound), and an end-of-sequence token the server does not report gets the best listed log-prob.
 """
 
 from __future__ import annotations
@@ -38,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import tokens as T
-from .base import BanHook, Generation, ReflectionLMBase, ReflectionLMError
+from .base import BanHook, Generation, ReflectionLMBase, ReflectionLMError, TokenSampler, stream_seed
 
 #: ``logit_bias`` that makes greedy decoding pick an id (the OpenAI API's maximum).
 FORCE_BIAS = 100.0
@@ -95,6 +103,16 @@ class _Head:
     per_pos: list[dict[int, float]] = field(default_factory=list)
     guarded: int = 0
     done: bool = False
+
+
+def _sampling_fields(sampler: TokenSampler | None, step: int) -> dict[str, Any]:
+    """Request fields for a sampled request starting at generated token ``step`` ({} when greedy)."""
+    if sampler is None:
+        return {}
+    fields: dict[str, Any] = {"temperature": sampler.temperature, "top_p": sampler.top_p}
+    if sampler.seed is not None:
+        fields["seed"] = stream_seed(sampler.seed, step) & 0x7FFFFFFF
+    return fields
 
 
 def _grammar_literal(text: str) -> str:
@@ -198,6 +216,7 @@ class RemoteReflectionLM(ReflectionLMBase):
         self._bos: list[int] | None = None
         self._splice_specials = True
         self._stop_at_retrieval = True
+        self._sampling = False
         self._top_k = top_k
         self._eos_found: set[int] | None = None
         self.reflection_ids: dict[str, int] = {}
@@ -306,6 +325,9 @@ class RemoteReflectionLM(ReflectionLMBase):
         else:
             payload.setdefault("skip_special_tokens", False)
             payload.setdefault("spaces_between_special_tokens", False)
+        if not self.capabilities.token_prompts and payload["temperature"] > 0:
+            payload.setdefault("top_k", 0)  # llama-cpp-python samples from its top 40 by default
+            payload.setdefault("min_p", 0.0)  # ... above 0.05 of the best
         out = self._http.request("POST", f"{self._api}/completions", payload, retries=retries)
         if not isinstance(out, dict) or not isinstance(out.get("choices"), list) or not out["choices"]:
             raise ReflectionLMError(f"malformed response from {self.base_url}/completions: {str(out)[:200]}")
@@ -450,18 +472,28 @@ class RemoteReflectionLM(ReflectionLMBase):
 
     def generate(self, prompts: Sequence[str], *, max_new_tokens: int = 100, first_candidates: Sequence[str] = (),
                  stop_at_retrieval: bool = True, guard: bool | Sequence[bool] = False,
-                 stop_at_segment: bool = False) -> list[Generation]:
+                 stop_at_segment: bool = False, temperature: float = 0.0, top_p: float = 1.0,
+                 seed: int | None = None) -> list[Generation]:
         self._stop_at_retrieval = stop_at_retrieval
+        self._sampling = temperature > 0
         return super().generate(prompts, max_new_tokens=max_new_tokens, first_candidates=first_candidates,
-                                stop_at_retrieval=stop_at_retrieval, guard=guard, stop_at_segment=stop_at_segment)
+                                stop_at_retrieval=stop_at_retrieval, guard=guard, stop_at_segment=stop_at_segment,
+                                temperature=temperature, top_p=top_p, seed=seed)
 
-    def _greedy(self, prompt_ids, max_new_tokens, first_seqs, stop, bans=None):
+    def _greedy(self, prompt_ids, max_new_tokens, first_seqs, stop, bans=None, *, samplers=None):
         bans = list(bans) if bans else [None] * len(prompt_ids)
-        heads = [self._guarded_head(p, max_new_tokens, stop, b) if b else _Head() for p, b in zip(prompt_ids, bans)]
+        samplers = list(samplers) if samplers else [None] * len(prompt_ids)
+        heads = [self._guarded_head(p, max_new_tokens, stop, b, s) if b else _Head()
+                 for p, b, s in zip(prompt_ids, bans, samplers)]
         todo = [i for i, h in enumerate(heads) if not h.done and len(h.ids) < max_new_tokens]
         greedy = self._greedy_tokens if self.capabilities.token_prompts else self._greedy_text
         tails: dict[int, tuple[list[int], list[float], list[dict[int, float]]]] = {}
-        if todo:
+        if todo and any(samplers):  # one request per prompt, each with its own seed
+            budget = max_new_tokens - min(len(heads[i].ids) for i in todo)
+            for i in todo:
+                body = _sampling_fields(samplers[i], len(heads[i].ids))
+                tails[i] = greedy([prompt_ids[i] + heads[i].ids], budget, body)[0]
+        elif todo:
             budget = max_new_tokens - min(len(heads[i].ids) for i in todo)
             tails = dict(zip(todo, greedy([prompt_ids[i] + heads[i].ids for i in todo], budget)))
         results = []
@@ -475,14 +507,15 @@ class RemoteReflectionLM(ReflectionLMBase):
         return results
 
     def _guarded_head(self, prompt: list[int], max_new_tokens: int, stop: Callable[[list[int]], bool],
-                      banned: BanHook) -> _Head:
+                      banned: BanHook, sampler: TokenSampler | None = None) -> _Head:
         """One token per request while ``banned`` bans anything; ``done`` when ``stop`` fired."""
         head = _Head()
         while len(head.ids) < max_new_tokens:
             ban = banned(head.ids)
             if not ban:
                 return head
-            tid, logp, probs, changed = self._guarded_step(prompt, head.ids, ban)
+            tid, logp, probs, changed = self._guarded_step(prompt, head.ids, ban,
+                                                           _sampling_fields(sampler, len(head.ids)))
             head.ids.append(tid)
             head.logps.append(logp)
             head.per_pos.append(probs)
@@ -492,13 +525,15 @@ class RemoteReflectionLM(ReflectionLMBase):
                 return head
         return head
 
-    def _guarded_step(self, prompt: list[int], generated: list[int], ban) -> tuple[int, float, dict[int, float], bool]:
+    def _guarded_step(self, prompt: list[int], generated: list[int], ban,
+                      sampling: dict[str, Any] | None = None) -> tuple[int, float, dict[int, float], bool]:
         """The next token with ``ban`` biased away: (id, raw log-prob, group probs, ban changed it)."""
         caps = self.capabilities
         banned = {i for i in ban if i >= 0}
         if not caps.token_prompts and UNKNOWN_EOS in ban:
             banned |= self._text_eos_ids()
-        body: dict[str, Any] = {"max_tokens": 1, "logit_bias": {str(i): -FORCE_BIAS for i in sorted(banned)}}
+        body: dict[str, Any] = {"max_tokens": 1, "logit_bias": {str(i): -FORCE_BIAS for i in sorted(banned)},
+                                **(sampling or {})}
         if caps.token_prompts:
             exact = caps.logprob_token_ids
             body.update({"prompt": [prompt + generated], "min_tokens": 1, "logprobs": 1 if exact else caps.max_logprobs,
@@ -547,11 +582,11 @@ class RemoteReflectionLM(ReflectionLMBase):
         return max(float(v) for v in top.values())
 
     # -- token mode -----------------------------------------------------------------------------
-    def _greedy_tokens(self, prompt_ids: list[list[int]], max_new_tokens: int):
+    def _greedy_tokens(self, prompt_ids: list[list[int]], max_new_tokens: int, sampling: dict[str, Any] | None = None):
         exact = self.capabilities.logprob_token_ids
         body: dict[str, Any] = {"prompt": prompt_ids, "max_tokens": max_new_tokens,
                                 "logprobs": 1 if exact else self.capabilities.max_logprobs,
-                                "return_token_ids": True, "return_tokens_as_token_ids": True}
+                                "return_token_ids": True, "return_tokens_as_token_ids": True, **(sampling or {})}
         if exact and self._critique_ids:
             body["logprob_token_ids"] = self._critique_ids
         if self._stop_at_retrieval and T.RETRIEVAL in self.reflection_ids:
@@ -643,11 +678,11 @@ class RemoteReflectionLM(ReflectionLMBase):
             return None
         return float(sum(values))
 
-    def _greedy_text(self, prompt_ids: list[list[int]], max_new_tokens: int):
+    def _greedy_text(self, prompt_ids: list[list[int]], max_new_tokens: int, sampling: dict[str, Any] | None = None):
         results = []
         for prompt in prompt_ids:
             text = self._context_text(prompt)
-            body: dict[str, Any] = {"prompt": text, "max_tokens": max_new_tokens, "logprobs": 0}
+            body: dict[str, Any] = {"prompt": text, "max_tokens": max_new_tokens, "logprobs": 0, **(sampling or {})}
             if self._stop_at_retrieval:
                 body["stop"] = [T.RETRIEVAL]
             choice = _field(self._complete(body), "choices", 0)
@@ -685,10 +720,13 @@ class RemoteReflectionLM(ReflectionLMBase):
             return self._stand_in(piece), {}  # text we can reproduce but whose id we cannot name
         if self.reflection_ids:
             # A control token: greedy picked it, so among the reflection tokens it has the best
-            # forced log-prob, and that log-prob is the one the server reported for it.
+            # forced log-prob, and that log-prob is the one the server reported for it (sampling:
+            # the reflection token whose forced log-prob is nearest the reported one).
             ctx = self._context_text(prompt + generated)
             lps = {tid: self._forced_logprob(ctx, tid) for tid in self.id_to_reflection}
             best = max(lps, key=lps.__getitem__)
+            if self._sampling:  # a sampled token need not be the best: the one whose log-prob was reported
+                best = min(lps, key=lambda tid: abs(lps[tid] - logprob))
             if abs(lps[best] - logprob) <= 0.5:
                 group = self._groups.get(best)
                 return best, ({i: math.exp(lps[i]) for i in group} if group else {})

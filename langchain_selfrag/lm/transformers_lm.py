@@ -17,7 +17,10 @@ class TransformersReflectionLM(ReflectionLMBase):
 
     Prompts of one call go through the model as one left-padded batch (split into chunks of
     ``batch_size``). Only the logits that are needed are computed: the last position while
-    decoding, the candidate positions when scoring continuations.
+    decoding, the candidate positions when scoring continuations. Sampling
+    (``generate(temperature=...)``) draws each row's token from its last logits with that prompt's
+    seeded numpy stream (:class:`~langchain_selfrag.lm.base.TokenSampler`, the sampler every
+    backend shares), so samples do not depend on the batch a prompt lands in nor on the device's RNG.
     """
 
     def __init__(
@@ -160,21 +163,34 @@ class TransformersReflectionLM(ReflectionLMBase):
                 out.extend({i: p for i, p in zip(ids, row)} for row in probs)
         return out
 
-    def _greedy(self, prompt_ids, max_new_tokens, first_seqs, stop, bans=None):
+    def _greedy(self, prompt_ids, max_new_tokens, first_seqs, stop, bans=None, *, samplers=None):
         bans = list(bans) if bans else [None] * len(prompt_ids)
+        samplers = list(samplers) if samplers else [None] * len(prompt_ids)
         results = []
         for start in range(0, len(prompt_ids), self.batch_size):
             chunk = prompt_ids[start : start + self.batch_size]
             chunk_bans = bans[start : start + self.batch_size]
-            results.extend(self._greedy_batch(chunk, max_new_tokens, first_seqs, stop, chunk_bans))
+            chunk_samplers = samplers[start : start + self.batch_size]
+            results.extend(self._greedy_batch(chunk, max_new_tokens, first_seqs, stop, chunk_bans, chunk_samplers))
         return results
 
-    def _guard_choices(self, last, nxt: list[int], generated, done, bans) -> list[int]:
-        """Rows whose argmax is banned (see ``_greedy``): their argmax over the allowed ids."""
+    def _guard_choices(self, last, nxt: list[int], generated, done, bans, samplers=None) -> list[int]:
+        """Rows whose argmax is banned (see ``_greedy``): their argmax over the allowed ids.
+
+        Rows with a sampler take a draw of it instead (the ban applied inside; rows where it changed
+        the draw are returned too).
+        """
         torch = self._torch
         changed = []
+        for row, sampler in enumerate(samplers or ()):
+            if done[row] or sampler is None:
+                continue
+            ban = bans[row](generated[row]) if bans[row] is not None else ()
+            nxt[row], moved = sampler.choose(last[row].float().cpu().numpy(), ban)
+            if moved:
+                changed.append(row)
         for row, banned in enumerate(bans):
-            if done[row] or banned is None:
+            if done[row] or banned is None or (samplers and samplers[row] is not None):
                 continue
             ban = banned(generated[row])
             if nxt[row] in ban:
@@ -205,7 +221,7 @@ class TransformersReflectionLM(ReflectionLMBase):
             return [[] for _ in range(last.shape[0])]
         return torch.stack(columns, dim=1).cpu().tolist()
 
-    def _greedy_batch(self, prompt_ids, max_new_tokens, first_seqs, stop, bans):
+    def _greedy_batch(self, prompt_ids, max_new_tokens, first_seqs, stop, bans, samplers=None):
         torch = self._torch
         batch = len(prompt_ids)
         watch = self._reflection_list
@@ -223,7 +239,7 @@ class TransformersReflectionLM(ReflectionLMBase):
                 last = logits[:, -1, :]
                 lse = torch.logsumexp(last, dim=-1)
                 nxt_list = last.argmax(dim=-1).cpu().tolist()
-                for row in self._guard_choices(last, nxt_list, generated, done, bans):
+                for row in self._guard_choices(last, nxt_list, generated, done, bans, samplers):
                     guarded[row] += 1
                 nxt = torch.tensor(nxt_list, device=last.device)
                 chosen = (last.gather(1, nxt[:, None])[:, 0] - lse).cpu().tolist()

@@ -1,0 +1,171 @@
+"""Command line for ReSearch data (Algorithm 1 of seed 004): ``python -m training.research_data``.
+
+Questions come from a text file of ``Who is X?`` lines (``bio_entities.txt``) or a JSONL file of
+``{"question", "entity"?, "id"?, "passages"?}`` records; ``--passages`` adds passages line by line
+in the ``bio_retrieved_passages.txt`` format (one line per question, passages separated by
+`` [sep] ``, each ``title // text``). The policy is a reflection model (``--model bundled``, a GGUF
+file or a Hugging Face directory), the claim splitter one claim per sentence, the evaluator
+:class:`~langchain_selfrag.restraint.consistency.IsSupConsistencyScorer` on the same model. The
+output JSONL is appended record by record; rerunning skips the questions already in it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from statistics import fmean
+from typing import Any
+
+from langchain_core.documents import Document
+
+from langchain_selfrag.jsonl import iter_jsonl
+from langchain_selfrag.restraint.claims import SentenceSplitter, guess_entity
+from langchain_selfrag.restraint.consistency import IsSupConsistencyScorer
+
+from .research_data import Question, ReflectionLMPolicy, ResearchConfig, ResearchRun, run, unique_ids
+
+#: Separates the passages of one line of ``bio_retrieved_passages.txt``.
+PASSAGE_SEP = " [sep] "
+#: Separates a passage's title from its text.
+TITLE_SEP = " // "
+
+
+def parse_passage(raw: str) -> Document | None:
+    """``title // text`` as a Document (title in metadata); a passage without `` // `` is all text."""
+    raw = raw.strip()
+    if not raw:
+        return None
+    title, sep, text = raw.partition(TITLE_SEP)
+    if not sep:
+        title, text = "", raw
+    return Document(page_content=text.strip(), metadata={"title": title.strip()})
+
+
+def parse_passage_line(line: str) -> tuple[Document, ...]:
+    """The passages of one ``bio_retrieved_passages.txt`` line."""
+    return tuple(d for d in (parse_passage(p) for p in line.strip().split(PASSAGE_SEP.strip())) if d is not None)
+
+
+def _passages_field(value: Any) -> tuple[Document, ...]:
+    if isinstance(value, str):
+        return parse_passage_line(value)
+    docs = []
+    for item in value or ():
+        if isinstance(item, str):
+            doc = parse_passage(item)
+        else:
+            doc = Document(page_content=str(item.get("text", "")), metadata={"title": str(item.get("title", ""))})
+        if doc is not None and doc.page_content:
+            docs.append(doc)
+    return tuple(docs)
+
+
+def read_questions(path: str | Path, passages: str | Path | None = None) -> list[Question]:
+    """Questions from a ``Who is X?`` text file or a JSONL file, with passages when given."""
+    path = Path(path)
+    rows: list[dict[str, Any]] = []
+    if path.suffix == ".jsonl":
+        for lineno, rec in iter_jsonl(path):
+            question = str(rec.get("question") or "").strip()
+            entity = str(rec.get("entity") or "").strip() or guess_entity(question)
+            if not entity:
+                raise ValueError(f"{path}:{lineno}: no question or entity")
+            rows.append({"id": rec.get("id"), "question": question or f"Who is {entity}?", "entity": entity,
+                         "passages": _passages_field(rec.get("passages"))})
+    else:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                rows.append({"id": None, "question": line.strip(), "entity": guess_entity(line), "passages": ()})
+    if passages is not None:
+        lines = [ln for ln in Path(passages).read_text(encoding="utf-8").splitlines() if ln.strip()]
+        if len(lines) != len(rows):
+            raise ValueError(f"{passages} has {len(lines)} passage lines for {len(rows)} questions in {path}")
+        for row, line in zip(rows, lines):
+            row["passages"] = parse_passage_line(line)
+    ids = unique_ids([str(r["id"]) if r["id"] else r["entity"] for r in rows])
+    return [Question(i, r["question"], r["entity"], r["passages"]) for i, r in zip(ids, rows)]
+
+
+def load_lm(model: str, threads: int | None = None, n_ctx: int = 4096) -> Any:
+    """The reflection LM at ``model`` (``bundled``: the bundled model, built on first use)."""
+    from langchain_selfrag.lm import load_reflection_lm, resolve_backend
+
+    if model == "bundled":
+        from langchain_selfrag.bundled import default_model_path
+
+        path = default_model_path()
+        if path is None:
+            raise SystemExit("the bundled model is not available here; pass --model PATH")
+        model = str(path)
+    options: dict[str, Any] = {}
+    if resolve_backend(model) == "llamacpp":
+        options = {"n_ctx": n_ctx} | ({"n_threads": threads} if threads else {})
+    elif threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    return load_reflection_lm(model, **options)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m training.research_data", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--entities", required=True, help="'Who is X?' lines, or JSONL of {question, entity, id, passages}")
+    ap.add_argument("--passages", help="one line of ' [sep] '-separated 'title // text' passages per question")
+    ap.add_argument("--model", default="bundled", help="'bundled', a GGUF file or a Hugging Face model directory")
+    ap.add_argument("--out", required=True, help="JSONL output; questions already in it are skipped")
+    ap.add_argument("-K", "--iterations", type=int, default=3)
+    ap.add_argument("-J", "--samples", type=int, default=16)
+    ap.add_argument("--rho", type=float, default=0.5)
+    ap.add_argument("--temperature", type=float, default=1.0)
+    ap.add_argument("--top-p", type=float, default=0.9)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--method", choices=["research", "search"], default="research")
+    ap.add_argument("--max-facts", type=int, help="at most this many facts in P_rewrite (default: all)")
+    ap.add_argument("--max-new-tokens", type=int, default=160)
+    ap.add_argument("--n-subsets", type=int, default=4, help="sentence subsets per claim (self-consistency)")
+    ap.add_argument("--subset-size", type=int, default=5, help="sentences per subset")
+    ap.add_argument("--n-ctx", type=int, default=4096, help="llama.cpp context length")
+    ap.add_argument("--offset", type=int, default=0, help="skip the first N questions")
+    ap.add_argument("--limit", type=int, help="only the first N questions (after --offset)")
+    ap.add_argument("--threads", type=int, help="CPU threads for the model")
+    ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    return ap
+
+
+def main(argv: Sequence[str] | None = None, *, lm: Any = None) -> int:
+    """Run the command; ``lm`` replaces ``--model`` (tests pass a fake)."""
+    args = build_parser().parse_args(argv)
+    try:
+        config = ResearchConfig(iterations=args.iterations, samples=args.samples, rho=args.rho,
+                                temperature=args.temperature, top_p=args.top_p, seed=args.seed, method=args.method,
+                                max_facts=args.max_facts)
+        questions = read_questions(args.entities, args.passages)[args.offset:]
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.limit is not None:
+        questions = questions[: args.limit]
+    model = lm if lm is not None else load_lm(args.model, args.threads, args.n_ctx)
+    research = ResearchRun(ReflectionLMPolicy(model, max_new_tokens=args.max_new_tokens), SentenceSplitter(),
+                           IsSupConsistencyScorer(model, args.n_subsets, args.subset_size, args.seed), config)
+    best: list[float] = []
+    abstained: list[bool] = []
+
+    def note(record: dict[str, Any]) -> None:
+        top = max(record["samples"], key=lambda s: (s["expected_utility"], -len(s["claims"])))
+        best.append(top["expected_utility"])
+        abstained.append(bool(top["abstain"]))
+
+    written = run(questions, research, args.out, progress=not args.quiet, on_record=note)
+    summary = {"out": str(args.out), "questions": len(questions), "written": written,
+               "skipped": len(questions) - written, "mean_best_expected_utility": fmean(best) if best else None,
+               "best_is_abstention": fmean(abstained) if abstained else None}
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
