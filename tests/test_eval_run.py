@@ -361,3 +361,17 @@ def test_selfrag_cli_registers_eval(monkeypatch, dataset, tmp_path):
     argv = ["eval", str(dataset), "--out", str(out), "--model", "f", "--systems", "plain_rag", "--quiet"]
     assert selfrag_cli.main(argv) == 0
     assert json.loads((out / "report.json").read_text())["systems"]["plain_rag"]["n"] == 3
+
+
+def test_model_cache_passes_sampling_through_uncached():
+    from langchain_selfrag.evaluation.cache import CachingLM
+    from langchain_selfrag.fakes import FakeReflectionLM, FakeSegment
+
+    fake = FakeReflectionLM(no_retrieval=FakeSegment("plain", isrel=None, variants=("one", "two", "three")))
+    cached = CachingLM(fake)
+    prompts = ["### Instruction:\nq\n\n### Response:\n"] * 6
+    sampled = [g.text for g in cached.generate(prompts, temperature=1.0, seed=3)]
+    assert sampled == [g.text for g in fake.generate(prompts, temperature=1.0, seed=3)]
+    assert len(set(sampled)) > 1 and cached.hits == 0
+    greedy = cached.generate(prompts[:1]), cached.generate(prompts[:1])
+    assert greedy[0][0].answer == greedy[1][0].answer == "plain" and cached.hits == 1

@@ -79,9 +79,18 @@ class CachingLM:
         stop_at_retrieval: bool = True,
         guard: bool | Sequence[bool] = False,
         stop_at_segment: bool = False,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
     ) -> list[Any]:
+        """Greedy calls are cached per prompt; sampled calls go straight to the model (not cached:
+        a prompt's sample depends on its position in the call)."""
         firsts = tuple(first_candidates)
         guards = guard_flags(guard, len(prompts))
+        if temperature:
+            return self.lm.generate(prompts, max_new_tokens=max_new_tokens, first_candidates=firsts,
+                                    stop_at_retrieval=stop_at_retrieval, guard=guards, stop_at_segment=stop_at_segment,
+                                    temperature=temperature, top_p=top_p, seed=seed)
         keys: list[Hashable] = [("gen", p, max_new_tokens, firsts, stop_at_retrieval, g, stop_at_segment)
                                 for p, g in zip(prompts, guards)]
         return self._cached(
