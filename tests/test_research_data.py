@@ -440,3 +440,29 @@ def test_bundled_model_one_question(bundled_lm) -> None:
         assert s["expected_utility"] == pytest.approx(sum(2 * c["p"] - 1 for c in s["claims"]))
     assert scorer.calls > 0 and scorer.fallbacks == 0
     print(f"bundled model, one question, K=1 J=2: {time.perf_counter() - start:.1f}s")
+
+
+def test_cli_scorer_passages_scores_claims_against_the_questions_passages(tmp_path: Path, capsys) -> None:
+    """--scorer passages: IsSup against each question's own passages, not the other samples."""
+    from langchain_selfrag.fakes import FakeReflectionLM, FakeSegment
+
+    (tmp_path / "q.txt").write_text("Who is Ann Smith?\nWho is Bob Jones?\n")
+    (tmp_path / "p.txt").write_text("Ann // Ann Smith is a painter.\nBob // Bob Jones was a priest.\n")
+    class PassageJudge(FakeReflectionLM):
+        """IsSup full when the evidence says "painter", else none."""
+
+        def candidate_probs(self, prompts, candidates):
+            if T.FULLY_SUPPORTED not in candidates:
+                return super().candidate_probs(prompts, candidates)
+            return [FakeSegment(issup="full" if "painter" in (self.evidence_of(p.rsplit(T.RELEVANT, 1)[0]) or "")
+                                else "none").issup_probs() for p in prompts]
+
+    fake = PassageJudge(no_retrieval=FakeSegment("Ann Smith is a painter.", isrel=None))
+    out = tmp_path / "r.jsonl"
+    base = ["--entities", str(tmp_path / "q.txt"), "--out", str(out), "-K", "1", "-J", "2", "--quiet"]
+    assert cli_main([*base, "--scorer", "passages"], lm=fake) == 2  # no passages given
+    assert "needs passages" in capsys.readouterr().err
+    assert cli_main([*base, "--passages", str(tmp_path / "p.txt"), "--scorer", "passages"], lm=fake) == 0
+    records = [json.loads(x) for x in out.read_text().splitlines()]
+    p_of = {r["entity"]: r["samples"][0]["claims"][0]["p"] for r in records}
+    assert p_of["Ann Smith"] > 0.8 and p_of["Bob Jones"] < 0.2  # the same claim, judged by each question's passages

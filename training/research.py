@@ -5,7 +5,10 @@ Questions come from a text file of ``Who is X?`` lines (``bio_entities.txt``) or
 in the ``bio_retrieved_passages.txt`` format (one line per question, passages separated by
 `` [sep] ``, each ``title // text``). The policy is a reflection model (``--model bundled``, a GGUF
 file or a Hugging Face directory), the claim splitter one claim per sentence, the evaluator
-:class:`~langchain_selfrag.restraint.consistency.IsSupConsistencyScorer` on the same model. The
+:class:`~langchain_selfrag.restraint.consistency.IsSupConsistencyScorer` on the same model
+(``--scorer consistency``, the paper's self-evaluation) or
+:class:`~langchain_selfrag.restraint.scoring.IsSupScorer` against each question's passages
+(``--scorer passages``: a retrieval-grounded evaluator, like the paper's oracle). The
 output JSONL is appended record by record; rerunning skips the questions already in it.
 """
 
@@ -24,6 +27,7 @@ from langchain_core.documents import Document
 from langchain_selfrag.jsonl import iter_jsonl
 from langchain_selfrag.restraint.claims import SentenceSplitter, guess_entity
 from langchain_selfrag.restraint.consistency import IsSupConsistencyScorer
+from langchain_selfrag.restraint.scoring import IsSupScorer
 
 from .research_data import Question, ReflectionLMPolicy, ResearchConfig, ResearchRun, run, unique_ids
 
@@ -125,6 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--method", choices=["research", "search"], default="research")
     ap.add_argument("--max-facts", type=int, help="at most this many facts in P_rewrite (default: all)")
     ap.add_argument("--max-new-tokens", type=int, default=160)
+    ap.add_argument("--scorer", choices=["consistency", "passages"], default="consistency",
+                    help="claim probabilities: self-consistency with the samples so far (the paper) or IsSup "
+                         "against each question's --passages")
     ap.add_argument("--n-subsets", type=int, default=4, help="sentence subsets per claim (self-consistency)")
     ap.add_argument("--subset-size", type=int, default=5, help="sentences per subset")
     ap.add_argument("--n-ctx", type=int, default=4096, help="llama.cpp context length")
@@ -148,9 +155,15 @@ def main(argv: Sequence[str] | None = None, *, lm: Any = None) -> int:
         return 2
     if args.limit is not None:
         questions = questions[: args.limit]
+    if args.scorer == "passages" and not all(q.passages for q in questions):
+        print("error: --scorer passages needs passages for every question (--passages or a passages field)",
+              file=sys.stderr)
+        return 2
     model = lm if lm is not None else load_lm(args.model, args.threads, args.n_ctx)
+    scorer = (IsSupScorer(model) if args.scorer == "passages"
+              else IsSupConsistencyScorer(model, args.n_subsets, args.subset_size, args.seed))
     research = ResearchRun(ReflectionLMPolicy(model, max_new_tokens=args.max_new_tokens), SentenceSplitter(),
-                           IsSupConsistencyScorer(model, args.n_subsets, args.subset_size, args.seed), config)
+                           scorer, config)
     best: list[float] = []
     abstained: list[bool] = []
 
