@@ -406,6 +406,12 @@ def test_write_questions_for_research(data_dir, tmp_path):
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["split"] for r in rows][-3:] == ["invented"] * 3
     assert all(r["question"] == f"Who is {r['entity']}?" for r in rows)
+    assert all("passages" not in r for r in rows)
+    assert cli.main(["bio", "--data", str(data_dir), "--split", "validation", "--invented", "3", "--with-passages",
+                     "--write-questions", str(out), "--quiet"]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert all(r["passages"] and {"title", "text"} <= set(r["passages"][0]) for r in rows if r["split"] != "invented")
+    assert all(r["passages"] == [] for r in rows if r["split"] == "invented")
 
 
 # -- shared data and real models -------------------------------------------------------------------

@@ -63,6 +63,9 @@ def add_bio_arguments(parser: argparse.ArgumentParser) -> None:
                        help="write the selected questions as JSONL {id, question, entity, split} and stop: the "
                        "input of `python -m training.research_data --entities FILE` (--split train --invented 0 "
                        "for training data; the eval questions for --research)")
+    group.add_argument("--with-passages", action="store_true",
+                       help="--write-questions also writes each entity's passages (for python -m training.research "
+                       "--scorer passages)")
 
 
 def parse_rhos(value: str) -> tuple[float, ...]:
@@ -102,7 +105,7 @@ def run_bio_command(args: argparse.Namespace, *, load_model: Callable[[str], Any
     questions = select_questions(data, args.split, limit=args.limit, n_invented=args.invented,
                                  sample=args.sample, sample_seed=args.seed)
     if args.write_questions:
-        print(write_questions(questions, args.write_questions))
+        print(write_questions(questions, args.write_questions, passages=args.with_passages))
         return 0
     settings: dict[str, Any] = {"k": args.k, "max_new_tokens": args.max_new_tokens or DEFAULT_MAX_NEW_TOKENS}
     if args.k < 1 or settings["max_new_tokens"] < 1:

