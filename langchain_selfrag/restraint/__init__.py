@@ -4,6 +4,7 @@
 * :mod:`.prompts`: Table 4's P_write, P_safe write, P_rewrite, P_eval and P_splitter;
 * :mod:`.claims`: claim splitting (by sentence, or through any LangChain chat model or LLM);
 * :mod:`.scoring`: claim probabilities by verbalised self-consistency or by Self-RAG IsSup;
+* :mod:`.consistency`: self-consistency scored by the reflection model's IsSup head;
 * :mod:`.node`: the ``restrain`` graph node (knob ``rho`` of ``SelfRAGConfig``), imported on first
   use so that the pure parts load without LangGraph.
 """
@@ -33,6 +34,7 @@ from .prompts import (
     format_sources,
     splitter_prompt,
 )
+from .consistency import IsSupConsistencyScorer
 from .scoring import ClaimScorer, IsSupScorer, SelfConsistencyScorer, parse_probability, sample_sentences
 from .utility import (
     ClaimRecord,
@@ -61,6 +63,7 @@ __all__ = [
     "ClaimRecord",
     "ClaimScorer",
     "ClaimSplitter",
+    "IsSupConsistencyScorer",
     "IsSupScorer",
     "LLMClaimSplitter",
     "RestraintResult",
