@@ -22,7 +22,9 @@ Output (the contract the evaluation harness relies on)::
 
 ``stream`` / ``astream`` yield addable chunks: the clean answer first, then the other fields;
 critique events go out as custom callback events named ``selfrag`` (see ``astream_events``),
-never into the answer.
+never into the answer. The answer streams while it is decoded when it is sure to be the final one
+(a short-form answer without retrieval token by token, long-form segments as every beam agrees on
+them; see :mod:`langchain_selfrag.graph.nodes`); otherwise it comes once the graph has chosen it.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ OUTPUT_KEYS = ("answer", "abstained", "abstain_reason", "retrieved", "retrieve_p
                "citations", "trace", "claims", "expected_utility", "restraint")
 #: Name of the custom callback events that carry critiques.
 EVENT_NAME = "selfrag"
+#: Graph stream events that carry answer text; they become answer chunks, not callback events.
+ANSWER_EVENTS = ("token", "segment")
 
 _CONFIG_FIELDS = {f.name for f in fields(SelfRAGConfig)}
 
@@ -184,16 +188,21 @@ class SelfRAGChain(Runnable[Any, dict[str, Any]]):
             ctx = self.context_for(config)
             graph_config = self._graph_config(config, run_manager, ctx)
             final: Mapping[str, Any] = {}
+            streamed = ""
             try:
                 for mode, chunk in self.graph.stream(state, config=graph_config, context=ctx,
                                                      stream_mode=["custom", "values"]):
-                    if mode == "custom":
-                        dispatch_custom_event(EVENT_NAME, chunk, config=config)
-                    else:
+                    if mode != "custom":
                         final = chunk
+                    elif (piece := _answer_piece(chunk)) is not None:
+                        if piece:
+                            streamed += piece
+                            yield AddableDict(answer=piece)
+                    else:
+                        dispatch_custom_event(EVENT_NAME, chunk, config=config)
             except GraphRecursionError as exc:
                 raise self._budget_error(ctx, exc) from exc
-            yield from self._chunks(self._finish(final))
+            yield from self._chunks(self._finish(final), streamed)
 
     async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[dict[str, Any]]:
         """Async :meth:`stream`."""
@@ -210,26 +219,44 @@ class SelfRAGChain(Runnable[Any, dict[str, Any]]):
             ctx = self.context_for(config)
             graph_config = self._graph_config(config, run_manager, ctx)
             final: Mapping[str, Any] = {}
+            streamed = ""
             try:
                 async for mode, chunk in self.graph.astream(state, config=graph_config, context=ctx,
                                                             stream_mode=["custom", "values"]):
-                    if mode == "custom":
-                        await adispatch_custom_event(EVENT_NAME, chunk, config=config)
-                    else:
+                    if mode != "custom":
                         final = chunk
+                    elif (piece := _answer_piece(chunk)) is not None:
+                        if piece:
+                            streamed += piece
+                            yield AddableDict(answer=piece)
+                    else:
+                        await adispatch_custom_event(EVENT_NAME, chunk, config=config)
             except GraphRecursionError as exc:
                 raise self._budget_error(ctx, exc) from exc
-            for piece in self._chunks(self._finish(final)):
+            for piece in self._chunks(self._finish(final), streamed):
                 yield piece
 
     @staticmethod
-    def _chunks(out: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        """The answer first (split after sentences / citations), then the remaining fields."""
+    def _chunks(out: dict[str, Any], streamed: str = "") -> Iterator[dict[str, Any]]:
+        """The rest of the answer after what was ``streamed`` (split after sentences / citations),
+        then the remaining fields."""
         text = out["answer"] or ""
-        pieces = _split_answer(text)
-        for piece in pieces or [""]:
+        if not text.startswith(streamed):
+            raise RuntimeError(
+                f"Self-RAG streamed {streamed!r}, which does not start the final answer {text!r}: the graph "
+                "streamed text it could not be sure of (a bug; please report it)"
+            )
+        pieces = _split_answer(text[len(streamed) :])
+        for piece in pieces or ([] if streamed else [""]):
             yield AddableDict(answer=piece)
         yield AddableDict({k: v for k, v in out.items() if k != "answer"})
+
+
+def _answer_piece(event: Any) -> str | None:
+    """The answer text a graph stream event carries (``token`` / ``segment``); None for other events."""
+    if isinstance(event, Mapping) and event.get("event") in ANSWER_EVENTS:
+        return str(event.get("text") or "")
+    return None
 
 
 def _split_answer(text: str) -> list[str]:

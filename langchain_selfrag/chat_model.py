@@ -8,21 +8,25 @@ critique ``trace``, ``citations``, ``retrieved`` and ``abstained``.
 
 >>> chat = ChatSelfRAG(lm=load_reflection_lm("selfrag.gguf"), retriever=store.as_retriever())
 >>> chat.invoke("Who wrote Hamlet?").response_metadata["reflections"]
+
+``stream`` / ``astream`` pass on the answer as ``SelfRAGChain.stream`` gives it: token by token while
+it is decoded when it needs no retrieval (and cannot turn into an abstention), else once chosen.
+The last chunk carries the ``response_metadata``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.language_models.base import LangSmithParams
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr, SecretStr, field_validator
 
-from .chain import SelfRAGChain, _split_answer
+from .chain import SelfRAGChain
 from .config import SelfRAGConfig
 from .errors import InvalidInputError
 
@@ -120,12 +124,14 @@ class ChatSelfRAG(BaseChatModel):
 
     def _answer(self, messages: list[BaseMessage], stop: list[str] | None) -> AIMessage:
         out = self.chain().invoke(messages_to_input(messages))
-        text = out["answer"]
-        for seq in stop or self.stop or []:
-            if seq and seq in text:
-                text = text[: text.index(seq)]
+        cutter = StopCutter(stop or self.stop or [])
+        text = cutter.feed(out["answer"]) + cutter.finish()
+        return AIMessage(content=text, response_metadata=self._metadata(out))
+
+    def _metadata(self, out: Mapping[str, Any]) -> dict[str, Any]:
+        """``response_metadata`` of an answer: reflections, critiques, citations and why it ended."""
         selected = [t for t in out["trace"] if t.get("selected")]
-        metadata = {
+        return {
             "model_name": self._model_name(),
             "finish_reason": selected[-1].get("stop_reason", "eos") if selected else "abstained",
             "reflections": [r for t in selected for r in t.get("reflections", [])],
@@ -136,7 +142,6 @@ class ChatSelfRAG(BaseChatModel):
             "citations": [{"source": d.metadata.get("source"), "text": d.page_content} for d in out["citations"]],
             "trace": [{k: v for k, v in t.items() if k != "reflections"} for t in out["trace"]],
         }
-        return AIMessage(content=text, response_metadata=metadata)
 
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                   run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
@@ -145,14 +150,87 @@ class ChatSelfRAG(BaseChatModel):
 
     def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None,
                 run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> Iterator[ChatGenerationChunk]:
-        message = self._answer(messages, stop)
-        pieces = _split_answer(message.text) or [""]
-        for i, piece in enumerate(pieces):
-            last = i == len(pieces) - 1
-            chunk = ChatGenerationChunk(message=AIMessageChunk(
-                content=piece, response_metadata=message.response_metadata if last else {},
-                chunk_position="last" if last else None,
-            ))
-            if run_manager:
-                run_manager.on_llm_new_token(piece, chunk=chunk)
-            yield chunk
+        cutter, fields, answer = StopCutter(stop or self.stop or []), {}, []
+        for part in self.chain().stream(messages_to_input(messages)):
+            if "answer" not in part:
+                fields.update(part)
+                continue
+            answer.append(part["answer"])
+            if piece := cutter.feed(part["answer"]):
+                yield self._chunk(piece, None, run_manager)
+        yield self._chunk(cutter.finish(), self._metadata({**fields, "answer": "".join(answer)}), run_manager)
+
+    async def _astream(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                       run_manager: AsyncCallbackManagerForLLMRun | None = None,
+                       **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
+        cutter, fields, answer = StopCutter(stop or self.stop or []), {}, []
+        async for part in self.chain().astream(messages_to_input(messages)):
+            if "answer" not in part:
+                fields.update(part)
+                continue
+            answer.append(part["answer"])
+            if piece := cutter.feed(part["answer"]):
+                chunk = self._chunk(piece, None, None)
+                if run_manager:
+                    await run_manager.on_llm_new_token(piece, chunk=chunk)
+                yield chunk
+        chunk = self._chunk(cutter.finish(), self._metadata({**fields, "answer": "".join(answer)}), None)
+        if run_manager:
+            await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+        yield chunk
+
+    @staticmethod
+    def _chunk(piece: str, metadata: dict[str, Any] | None,
+               run_manager: CallbackManagerForLLMRun | None) -> ChatGenerationChunk:
+        """A chunk of the answer; the last one (``metadata`` given) carries the response metadata."""
+        chunk = ChatGenerationChunk(message=AIMessageChunk(
+            content=piece, response_metadata=metadata or {}, chunk_position="last" if metadata is not None else None,
+        ))
+        if run_manager:
+            run_manager.on_llm_new_token(piece, chunk=chunk)
+        return chunk
+
+
+class StopCutter:
+    """Cuts a streamed text before the first of the ``stop`` strings, piece by piece.
+
+    :meth:`feed` returns the new text that is certain: up to the first stop string, and holding back
+    a tail that may be the start of one. :meth:`finish` returns what was held back (nothing once
+    a stop string was seen). Together: the text cut at its earliest stop string.
+    """
+
+    def __init__(self, stop: Sequence[str]) -> None:
+        self.stop = [s for s in stop if s]
+        self.text = ""
+        self.sent = 0
+        self.stopped = False
+
+    def feed(self, piece: str) -> str:
+        if self.stopped:
+            return ""
+        self.text += piece
+        found = [self.text.find(s) for s in self.stop if s in self.text]
+        if found:
+            self.stopped = True
+            ready = min(found)
+        else:
+            ready = len(self.text) - self._held()
+        out = self.text[self.sent : ready]
+        self.sent = max(self.sent, ready)
+        return out
+
+    def finish(self) -> str:
+        if self.stopped:
+            return ""
+        out, self.sent = self.text[self.sent :], len(self.text)
+        return out
+
+    def _held(self) -> int:
+        """Length of the longest tail of the text that is a proper prefix of a stop string."""
+        longest = 0
+        for s in self.stop:
+            for n in range(min(len(s) - 1, len(self.text)), longest, -1):
+                if self.text.endswith(s[:n]):
+                    longest = n
+                    break
+        return longest

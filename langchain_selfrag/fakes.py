@@ -24,6 +24,8 @@ writes ``guarded_text`` instead (``Generation.guarded`` = 1); with ``stop_at_seg
 ends at the first ``[No Retrieval]`` / ``[Continue to Use Evidence]`` in its text after content.
 With ``temperature > 0`` a segment with ``variants`` writes one of ``(text, *variants)``, drawn
 uniformly by prompt ``i``'s seeded stream ``(seed, i)``, as a real backend's samples are seeded.
+``on_token`` gets each prompt's answer text word by word, as a real backend's decoding would
+(:class:`~langchain_selfrag.lm.base.AnswerStream`), before ``generate`` returns.
 """
 
 from __future__ import annotations
@@ -35,7 +37,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import tokens as T
-from .lm.base import SEGMENT_MARKERS, Generation, ReflectionPoint, check_sampling, guard_flags, stream_seed
+from .lm.base import (
+    SEGMENT_MARKERS,
+    AnswerStream,
+    Generation,
+    ReflectionPoint,
+    TokenCallback,
+    check_sampling,
+    guard_flags,
+    stream_seed,
+)
 
 _SUPPORT = {"full": T.FULLY_SUPPORTED, "partial": T.PARTIALLY_SUPPORTED, "none": T.NO_SUPPORT}
 _EVIDENCE = re.compile(re.escape(T.PARAGRAPH_START) + r"(.*?)" + re.escape(T.PARAGRAPH_END), re.DOTALL)
@@ -179,6 +190,7 @@ class FakeReflectionLM:
         temperature: float = 0.0,
         top_p: float = 1.0,
         seed: int | None = None,
+        on_token: TokenCallback | None = None,
     ) -> list[Generation]:
         """One scripted segment per prompt, with its reflection points and first probabilities."""
         check_sampling(temperature, top_p, seed)
@@ -189,9 +201,10 @@ class FakeReflectionLM:
             options |= {"temperature": temperature, "top_p": top_p, "seed": seed}
         self.generate_options.append(options)
         rngs = [self._stream(seed, i) if temperature > 0 else None for i in range(len(prompts))]
+        streams = [AnswerStream(on_token, i) if on_token is not None else None for i in range(len(prompts))]
         return [
-            self._generate_one(p, max_new_tokens, first_candidates, stop_at_retrieval, g, stop_at_segment, rng)
-            for p, g, rng in zip(prompts, flags, rngs)
+            self._generate_one(p, max_new_tokens, first_candidates, stop_at_retrieval, g, stop_at_segment, rng, stream)
+            for p, g, rng, stream in zip(prompts, flags, rngs, streams)
         ]
 
     @staticmethod
@@ -200,7 +213,7 @@ class FakeReflectionLM:
 
     def _generate_one(
         self, prompt: str, max_new_tokens: int, first_candidates: Sequence[str], stop: bool, guard: bool, segment: bool,
-        rng: random.Random | None = None,
+        rng: random.Random | None = None, stream: AnswerStream | None = None,
     ) -> Generation:
         seg = self.script_for(prompt)
         has_evidence = prompt.endswith(T.PARAGRAPH_END)
@@ -232,6 +245,9 @@ class FakeReflectionLM:
                 pieces, reason = pieces[:cut], "retrieval"
         if len(pieces) > max_new_tokens:
             pieces, reason = pieces[:max_new_tokens], "length"
+        if stream is not None:
+            for k in range(1, len(pieces) + 1):
+                stream.update("".join(tok for tok, _ in pieces[:k]))
         reflections = [
             ReflectionPoint(i, tok, T.KIND_OF[tok], dict(probs))
             for i, (tok, probs) in enumerate(pieces)
@@ -243,7 +259,7 @@ class FakeReflectionLM:
             self.calls.pop()
             if not any(first.values()):
                 first = {}
-        return Generation(
+        gen = Generation(
             text="".join(tok for tok, _ in pieces),
             token_ids=list(range(len(pieces))),
             cumulative_logprob=seg.logprob * len(pieces),
@@ -252,6 +268,9 @@ class FakeReflectionLM:
             stop_reason=reason,
             guarded=guarded,
         )
+        if stream is not None:
+            stream.finish(gen.answer)
+        return gen
 
     def calls_of(self, name: str) -> list[Any]:
         """Arguments of every recorded call to ``name`` (``generate`` or ``candidate_probs``)."""

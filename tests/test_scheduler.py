@@ -218,3 +218,73 @@ def test_real_model_concurrent_equals_one_at_a_time(tiny_gguf):
         sched.close()
     finally:
         lm.close()
+
+
+class StreamingLM(RecordingLM):
+    """RecordingLM whose ``generate`` passes two pieces per prompt to ``on_token`` before answering."""
+
+    def generate(self, prompts, **options):
+        callback = options.get("on_token")
+        if callback is not None:
+            for piece in ("a", "b"):
+                for i, p in enumerate(prompts):
+                    callback(i, f"{p}.{piece} ")
+        return super().generate(prompts, **{k: v for k, v in options.items() if k != "on_token"})
+
+
+def test_on_token_follows_its_request_when_merged_and_runs_in_the_worker():
+    lm = StreamingLM()
+    sched = BatchScheduler(lm)
+    got: dict[str, list[tuple[int, str, str]]] = {"x": [], "y": []}
+
+    def recorder(name):
+        return lambda i, piece: got[name].append((i, piece, threading.current_thread().name))
+
+    lm.gate.clear()
+    with ThreadPoolExecutor(4) as pool:
+        first = pool.submit(sched.generate, ["warm"], max_new_tokens=2)
+        time.sleep(0.1)
+        fx = pool.submit(sched.generate, ["x0", "x1"], max_new_tokens=2, on_token=recorder("x"))
+        fn = pool.submit(sched.generate, ["n0"], max_new_tokens=2)
+        fy = pool.submit(sched.generate, ["y0"], max_new_tokens=2, on_token=recorder("y"))
+        time.sleep(0.2)
+        lm.gate.set()
+        assert fx.result(10) == ["x0|2|False", "x1|2|False"] and fy.result(10) == ["y0|2|False"]
+        assert fn.result(10) == ["n0|2|False"]
+        first.result(10)
+    assert ["x0", "x1", "n0", "y0"] in [p for _, p, _ in lm.calls]  # different callbacks still merge
+    assert [(i, piece) for i, piece, _ in got["x"]] == [(0, "x0.a "), (1, "x1.a "), (0, "x0.b "), (1, "x1.b ")]
+    assert [(i, piece) for i, piece, _ in got["y"]] == [(0, "y0.a "), (0, "y0.b ")]
+    assert all(name.startswith("selfrag-scheduler") for _, _, name in got["x"] + got["y"])
+
+
+def test_a_request_retried_alone_does_not_stream_twice():
+    lm = StreamingLM()
+    sched = BatchScheduler(lm)
+    pieces: list[tuple[int, str]] = []
+    lm.gate.clear()
+    with ThreadPoolExecutor(3) as pool:
+        first = pool.submit(sched.generate, ["warm"], max_new_tokens=1)
+        time.sleep(0.1)
+        good = pool.submit(sched.generate, ["ok"], max_new_tokens=1, on_token=lambda i, p: pieces.append((i, p)))
+        bad = pool.submit(sched.generate, ["BOOM"], max_new_tokens=1)
+        time.sleep(0.2)
+        lm.gate.set()
+        assert good.result(10) == ["ok|1|False"]
+        with pytest.raises(RuntimeError, match="injected"):
+            bad.result(10)
+        first.result(10)
+    assert [p for _, p, _ in lm.calls].count(["ok"]) == 1  # it was retried alone after the merged call failed
+    assert pieces == [(0, "ok.a "), (0, "ok.b ")]
+
+
+def test_a_failing_callback_fails_its_own_request():
+    lm = StreamingLM(delay=0)
+    sched = BatchScheduler(lm)
+
+    def broken(i, piece):
+        raise ValueError("callback failed")
+
+    with pytest.raises(ValueError, match="callback failed"):
+        sched.generate(["p"], on_token=broken)
+    assert sched.generate(["q"], on_token=lambda i, p: None) == ["q|None|False"]

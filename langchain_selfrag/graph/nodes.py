@@ -18,6 +18,13 @@ Documented fallbacks for models that emit malformed or missing reflection tokens
 * an LM whose ``generate`` does not take ``guard`` / ``stop_at_segment`` (an older backend) is
   called without them; its candidates record ``decoding_guard`` False.
 
+Streaming: a short-form answer generated without evidence whose text is sure to become the final
+answer goes out token by token as ``{"event": "token", "text": piece}`` while it is decoded (see
+:class:`AnswerTokens`); in long form each segment that every beam shares, and so every answer will
+start with, goes out as ``{"event": "segment", "text": piece, "index": n}`` from ``rank``. The
+pieces concatenate to a prefix of the final ``answer``; nothing is streamed when the run could
+still abstain or rewrite the answer (self-restraint).
+
 Long form (paper section 3.3): a segment ends at the model's next Retrieve-group token
 ([Retrieval], [No Retrieval], [Continue to Use Evidence]), at end of sequence or at
 ``max_new_tokens``. The retrieve decision is taken again before every segment, evidence is
@@ -28,6 +35,7 @@ fetched again for it (given passages are re-ranked against the segment query), a
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -364,9 +372,14 @@ def _generate_options(lm: Any, **options: Any) -> dict[str, Any]:
 
 
 def _run_generate(lm: Any, prompts: list[str], cfg: Any, guards: list[bool],
-                  first_candidates: Sequence[str] = ()) -> tuple[list[Any], list[bool]]:
-    """One batched ``lm.generate`` call; returns the generations and the guard flag each really got."""
-    options = _generate_options(lm, guard=guards, stop_at_segment=cfg.long_form)
+                  first_candidates: Sequence[str] = (),
+                  on_token: Callable[[int, str], None] | None = None) -> tuple[list[Any], list[bool]]:
+    """One batched ``lm.generate`` call; returns the generations and the guard flag each really got.
+
+    ``on_token`` goes to a model whose ``generate`` takes it (else the answer is not streamed).
+    """
+    extra = {"on_token": on_token} if on_token is not None else {}
+    options = _generate_options(lm, guard=guards, stop_at_segment=cfg.long_form, **extra)
     gens = lm.generate(prompts, max_new_tokens=cfg.max_new_tokens, first_candidates=first_candidates,
                        stop_at_retrieval=cfg.long_form, **options)
     return gens, (list(guards) if "guard" in options else [False] * len(prompts))
@@ -413,6 +426,51 @@ def _continue_evidence(cand: Candidate, beam: Beam) -> None:
     cand["isrel_token"] = source.get("isrel_token")
 
 
+class AnswerTokens:
+    """``on_token`` of a streamed short-form answer: ``token`` events carrying the answer's new text.
+
+    The pieces (from :class:`~langchain_selfrag.lm.base.AnswerStream`) are cleaned as the candidate
+    text is (zero-width spaces out, the whole stripped), and held back until the text has a letter
+    or digit: an answer without one is no answer (:func:`_says_something`) and becomes an
+    abstention. Called from the model's thread (the scheduler's worker), it writes through the
+    node's own context, where LangGraph's stream writer finds the run's config.
+    """
+
+    def __init__(self, writer: Callable[[Any], None]) -> None:
+        self.writer = writer
+        self.context = contextvars.copy_context()
+        self.text = ""
+        self.sent = ""
+
+    def __call__(self, index: int, piece: str) -> None:
+        self.text += piece.replace("\u200b", "")
+        ready = self.text.strip()
+        if not any(ch.isalnum() for ch in ready):
+            return
+        if len(ready) > len(self.sent) and ready.startswith(self.sent):
+            new, self.sent = ready[len(self.sent) :], ready
+            self.context.run(self.writer, {"event": "token", "text": new})
+
+
+def _bars_set(cfg: Any) -> bool:
+    return cfg.abstain_isrel > 0 or cfg.abstain_issup > 0
+
+
+def _streams_tokens(state: Mapping[str, Any], cfg: Any, n_plain: int, n_evidence: int) -> bool:
+    """True when the one plain short-form candidate's text will be the answer once it says something.
+
+    It is then the only candidate; ``select`` gives its text unless it says nothing, or retrieval
+    was attempted (and found nothing) with abstention bars set; no restraint (``rho``) follows.
+    """
+    return (not cfg.long_form and cfg.rho is None and n_plain == 1 and n_evidence == 0
+            and not (_bars_set(cfg) and state.get("retrieval_attempted")))
+
+
+def _token_callback(runtime: Runtime[SelfRAGContext] | None) -> AnswerTokens | None:
+    writer = runtime.stream_writer if runtime is not None else None
+    return AnswerTokens(writer) if writer is not None else None
+
+
 def generate(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, Any]:
     """Generate one segment per (beam, passage) in one batched call, and one per beam without evidence.
 
@@ -429,6 +487,9 @@ def generate(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str,
     A passage text longer than its token budget (``max_passage_tokens``, by default what fits the
     model's context; see :mod:`langchain_selfrag.passage_budget`) is cut with the model's own
     tokenizer, the title kept; its candidate says ``truncated`` with the kept and total token counts.
+
+    A short-form answer generated without evidence streams as ``token`` events while it is decoded
+    when its text is sure to be the final answer (:func:`_streams_tokens`, :class:`AnswerTokens`).
     """
     ctx = _ctx(runtime)
     cfg = ctx.config
@@ -459,8 +520,10 @@ def generate(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str,
             candidates.append(_candidate(gen, beam=beam, depth=depth, passage=i, prompt=prompt, guard=guard,
                                          fitted=fitted))
     if plain_jobs:
+        stream = _streams_tokens(state, cfg, len(plain_jobs), len(evidence_jobs))
         gens, guards = _run_generate(ctx.lm, [p for _, p, _, _ in plain_jobs], cfg,
-                                     [g for _, _, g, _ in plain_jobs])
+                                     [g for _, _, g, _ in plain_jobs],
+                                     on_token=_token_callback(runtime) if stream else None)
         for (beam, prompt, _, passage), gen, guard in zip(plain_jobs, gens, guards):
             cand = _candidate(gen, beam=beam, depth=depth, passage=passage, prompt=prompt, guard=guard)
             if passage is not None:
@@ -595,7 +658,57 @@ def rank(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, Any
     if cfg.long_form:
         pool = pool[: cfg.beam_width]
     trace = [*(state.get("trace") or []), *cands]
+    if cfg.long_form:
+        _emit_settled(state, runtime, ctx, pool, trace)
     return {"candidates": cands, "beams": pool, "depth": depth, "trace": trace}
+
+
+def _shared_segments(beams: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The leading segments every beam with segments has (the same candidates), in order."""
+    lists = [b["segments"] for b in beams if b.get("segments")]
+    if not lists:
+        return []
+    n = 0
+    while all(len(segs) > n for segs in lists) and len({segs[n]["id"] for segs in lists}) == 1:
+        n += 1
+    return list(lists[0][:n])
+
+
+def _settled_answers(state: Mapping[str, Any], ctx: SelfRAGContext, beams: Sequence[Mapping[str, Any]],
+                     trace: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Long form: the answer text after each segment every beam shares, as ``select`` will write it.
+
+    Empty while the run could still abstain or rewrite the answer: with ``rho`` set, before the
+    abstention bars are sure to be met (:func:`_bars_settled`), or while the shared segments say
+    nothing (an answer without a letter or digit is an abstention).
+    """
+    cfg = ctx.config
+    if not cfg.long_form or cfg.rho is not None or not _bars_settled(state, ctx, trace):
+        return []
+    shared = _shared_segments(beams)
+    if not any(_says_something(c) for c in shared):
+        return []
+    texts, _ = _segment_texts(shared, state.get("passages") or [])
+    answers, parts = [], []
+    for text in texts:
+        if text:
+            parts.append(text)
+        answers.append(" ".join(parts).strip())
+    return answers
+
+
+def _emit_settled(state: Mapping[str, Any], runtime: Runtime[SelfRAGContext] | None, ctx: SelfRAGContext,
+                  beams: Sequence[Mapping[str, Any]], trace: Sequence[Mapping[str, Any]]) -> None:
+    """A ``segment`` event for each segment that became shared by every beam in this round.
+
+    ``text`` is what the segment adds to the answer (its separating space and ``[n]`` marker included),
+    ``index`` its position in the answer. What the previous round sent is recomputed from the state.
+    """
+    before = _settled_answers(state, ctx, state.get("beams") or [], state.get("trace") or [])
+    after = _settled_answers(state, ctx, beams, trace)
+    for n in range(len(before), len(after)):
+        previous = after[n - 1] if n else ""
+        _emit(runtime, "segment", text=after[n][len(previous) :], index=n)
 
 
 def route_after_rank(state: SelfRAGState, runtime: Runtime[SelfRAGContext] | None = None) -> str:
@@ -663,13 +776,11 @@ def _abstain_reason(state: Mapping[str, Any], cfg: Any, chosen: list[Mapping[str
         return "every candidate was dropped by the hard constraint ([No support / Contradictory])"
     if not chosen or not any(_says_something(c) for c in chosen):
         return "the model produced no answer text"
-    bars = cfg.abstain_isrel > 0 or cfg.abstain_issup > 0
-    if bars and state.get("retrieval_attempted"):
+    if _bars_set(cfg) and state.get("retrieval_attempted"):
         evidence = [c for c in trace if c.get("passage") is not None and not c.get("dropped")]
         if not evidence:
             return "retrieval found no passages to ground the answer"
-        if not any((c.get("isrel") or 0.0) >= cfg.abstain_isrel and (c.get("issup") or 0.0) >= cfg.abstain_issup
-                   for c in evidence):
+        if not any(_meets_bars(c, cfg) for c in evidence):
             best_rel = max(c.get("isrel") or 0.0 for c in evidence)
             best_sup = max(c.get("issup") or 0.0 for c in evidence)
             return (f"no retrieved passage reached IsRel >= {cfg.abstain_isrel:g} and IsSup >= "
@@ -696,6 +807,52 @@ def _choose_short(state: Mapping[str, Any], cfg: Any) -> list[Mapping[str, Any]]
     return [max(with_text, key=lambda c: c["score"])]
 
 
+def _segment_texts(segments: Sequence[Mapping[str, Any]], passages: Sequence[Document]
+                   ) -> tuple[list[str], list[Document]]:
+    """Long form: each segment's text as the answer shows it, and the citations in marker order.
+
+    A segment that cites its passage (:func:`_cites`) ends with ``[n]``, n its passage's place in
+    the citations (from 1, by first citation). The answer is the non-empty texts joined by spaces.
+    """
+    citations: list[Document] = []
+    cite_index: dict[int, int] = {}
+    texts = []
+    for cand in segments:
+        text = cand.get("text", "")
+        if _cites(cand):
+            if cand["passage"] not in cite_index:
+                cite_index[cand["passage"]] = len(citations) + 1
+                citations.append(passages[cand["passage"]])
+            text = f"{text} [{cite_index[cand['passage']]}]" if text else text
+        texts.append(text)
+    return texts, citations
+
+
+def _short_citations(chosen: Sequence[Mapping[str, Any]], passages: Sequence[Document]) -> list[Document]:
+    """Short form: the passages of the chosen candidates that cite theirs, once each, in order."""
+    cited: list[int] = []
+    for cand in chosen:
+        if _cites(cand) and cand["passage"] not in cited:
+            cited.append(cand["passage"])
+    return [passages[i] for i in cited]
+
+
+def _meets_bars(cand: Mapping[str, Any], cfg: Any) -> bool:
+    """A retrieved, kept candidate at or above both abstention bars (``abstain_isrel``, ``abstain_issup``)."""
+    return (cand.get("passage") is not None and not cand.get("dropped")
+            and (cand.get("isrel") or 0.0) >= cfg.abstain_isrel and (cand.get("issup") or 0.0) >= cfg.abstain_issup)
+
+
+def _bars_settled(state: Mapping[str, Any], ctx: SelfRAGContext, trace: Sequence[Mapping[str, Any]]) -> bool:
+    """The abstention bars can no longer make the run abstain: unset, met by a candidate of ``trace``
+    (the trace only grows), or retrieval has not been and cannot be attempted."""
+    cfg = ctx.config
+    if not _bars_set(cfg) or any(_meets_bars(c, cfg) for c in trace):
+        return True
+    can_retrieve = ctx.retriever is not None or state.get("given_passages") is not None
+    return not state.get("retrieval_attempted") and (cfg.mode == "never" or not can_retrieve)
+
+
 def select(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, Any]:
     """Pick the answer: the best candidate (short form, closed-set aggregated) or the best beam.
 
@@ -719,27 +876,14 @@ def select(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, A
         chosen = _choose_short(state, cfg)
     reason = _abstain_reason(state, cfg, chosen)
     selected = {c["id"] for c in chosen} if reason is None else set()
-    citations: list[Document] = []
-    cite_index: dict[int, int] = {}
-    parts: list[str] = []
-    for cand in chosen if cfg.long_form else chosen[:1]:
-        text = cand.get("text", "")
-        if cfg.long_form and _cites(cand):
-            if cand["passage"] not in cite_index:
-                cite_index[cand["passage"]] = len(citations) + 1
-                citations.append(passages[cand["passage"]])
-            text = f"{text} [{cite_index[cand['passage']]}]" if text else text
-        if text:
-            parts.append(text)
-    if not cfg.long_form:
-        for cand in chosen:
-            if _cites(cand) and cand["passage"] not in cite_index:
-                cite_index[cand["passage"]] = len(citations) + 1
-                citations.append(passages[cand["passage"]])
+    if cfg.long_form:
+        texts, citations = _segment_texts(chosen, passages)
+    else:
+        texts, citations = [c.get("text", "") for c in chosen[:1]], _short_citations(chosen, passages)
     trace = [_public(c, selected) for c in state.get("trace") or []]
     _emit(runtime, "selection", selected=sorted(selected), abstain_reason=reason)
     return {
-        "answer": " ".join(parts).strip(),
+        "answer": " ".join(t for t in texts if t).strip(),
         "citations": citations,
         "trace": trace,
         "abstained": False,

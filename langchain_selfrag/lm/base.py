@@ -15,6 +15,7 @@ Prompts are plain strings, so the same protocol fits a remote engine serving log
 from __future__ import annotations
 
 import math
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +29,10 @@ StopReason = Literal["retrieval", "eos", "length", "segment"]
 
 #: ``banned(generated_ids)``: the ids the next token may not be (the decoding guard), per prompt.
 BanHook = Callable[[list[int]], Collection[int]]
+#: ``stop(generated_ids)``: True when the sequence ends after its last token (called once per token).
+StopHook = Callable[[list[int]], bool]
+#: ``on_token(prompt_index, text)``: the next piece of a prompt's answer text, as it is decoded.
+TokenCallback = Callable[[int, str], None]
 #: The Retrieve tokens that open the next segment of a long-form answer (``stop_at_segment``).
 SEGMENT_MARKERS = (T.NO_RETRIEVAL, T.CONTINUE)
 
@@ -95,6 +100,7 @@ class ReflectionLM(Protocol):
         temperature: float = 0.0,
         top_p: float = 1.0,
         seed: int | None = None,
+        on_token: TokenCallback | None = None,
     ) -> list[Generation]:
         """Greedy segments, one per prompt, stopping at ``[Retrieval]``, end of sequence or length.
 
@@ -109,6 +115,9 @@ class ReflectionLM(Protocol):
         from its own stream seeded by ``(seed, i)``: the same seed and prompts give the same samples,
         copies of one prompt give different ones; ``seed=None`` draws fresh entropy. Log-probs and
         reflection-group probabilities stay those of the model's unmasked softmax.
+        ``on_token(i, piece)`` (optional) is called, in the decoding thread, with the answer text of
+        prompt ``i`` as it is decoded (reflection tokens and evidence left out); the pieces of a
+        prompt concatenate to its ``Generation.answer``. An exception it raises ends the call.
         """
         ...
 
@@ -152,13 +161,15 @@ class ReflectionLMBase(ABC):
         prompt_ids: list[list[int]],
         max_new_tokens: int,
         first_seqs: list[list[int]],
-        stop: Callable[[list[int]], bool],
+        stop: StopHook | Sequence[StopHook],
         bans: Sequence[BanHook | None] | None = None,
         *,
         samplers: Sequence[TokenSampler | None] | None = None,
     ) -> list[tuple[list[int], float, list[dict[int, float]], list[float], int]]:
         """Greedy decode until ``stop(generated_ids)`` or the length limit.
 
+        ``stop`` is one hook for every prompt or one per prompt (see :func:`stop_hooks`); it is
+        called right after each token of a sequence is appended, also at the length limit.
         Per prompt: (ids, cumulative logprob, per-position probs, first logprobs, guarded). Per-position
         probs hold, for each generated position whose token is a reflection id, the full-softmax
         probabilities of that token's whole group (empty dict elsewhere); first logprobs are
@@ -237,6 +248,7 @@ class ReflectionLMBase(ABC):
         temperature: float = 0.0,
         top_p: float = 1.0,
         seed: int | None = None,
+        on_token: TokenCallback | None = None,
     ) -> list[Generation]:
         """Greedy or sampled segments with reflection probabilities; see :class:`ReflectionLM`.
 
@@ -256,8 +268,12 @@ class ReflectionLMBase(ABC):
         rule = _StopRule(self, stop_at_retrieval, stop_at_segment)
         hook = self._ban_hook()
         bans: list[BanHook | None] = [hook if g else None for g in guards]
+        streams = [AnswerStream(on_token, i) for i in range(len(prompts))] if on_token is not None else None
+        stops: list[StopHook] = (
+            [self._streaming_stop(rule, s) for s in streams] if streams is not None else [rule.stop] * len(prompts)
+        )
 
-        def finish(raw, prompt_group: Sequence[str], ids_group: list[list[int]]) -> list[Generation]:
+        def finish(raw, prompt_group: Sequence[str], ids_group: list[list[int]], first_index: int) -> list[Generation]:
             gens = []
             for ids, cum, per_pos, first, guarded in raw:
                 gen = self._build_generation(ids, cum, per_pos, rule, max_new_tokens)
@@ -266,22 +282,41 @@ class ReflectionLMBase(ABC):
                 gens.append(gen)
             if not self.has_reflection_vocab:
                 self._add_text_reflections(prompt_group, ids_group, gens)
+            if streams is not None:
+                for i, gen in enumerate(gens, start=first_index):
+                    streams[i].finish(gen.answer)
             return gens
 
-        def decode(ids_group: list[list[int]], ban_group: list[BanHook | None], sampler_group: list[TokenSampler | None]):
-            if all(s is None for s in sampler_group):  # greedy: the call every backend has always had
-                return self._greedy(ids_group, max_new_tokens, first_seqs, rule.stop, ban_group)
-            return self._greedy(ids_group, max_new_tokens, first_seqs, rule.stop, ban_group, samplers=sampler_group)
+        def decode(ids_group: list[list[int]], ban_group: list[BanHook | None], sampler_group: list[TokenSampler | None],
+                   stop_group: list[StopHook]):
+            # Without on_token every prompt shares rule.stop: the call every backend has always had.
+            stop: StopHook | list[StopHook] = stop_group if streams is not None else rule.stop
+            if all(s is None for s in sampler_group):
+                return self._greedy(ids_group, max_new_tokens, first_seqs, stop, ban_group)
+            return self._greedy(ids_group, max_new_tokens, first_seqs, stop, ban_group, samplers=sampler_group)
 
         if self.generates_in_batches:
-            return finish(decode(prompt_ids, bans, samplers), prompts, prompt_ids)
+            return finish(decode(prompt_ids, bans, samplers, stops), prompts, prompt_ids, 0)
         # One prompt at a time: text reflections are scored while the backend's prefix cache
         # still holds this prompt and its generation.
         return [
             gen
-            for prompt, ids, ban, sampler in zip(prompts, prompt_ids, bans, samplers)
-            for gen in finish(decode([ids], [ban], [sampler]), [prompt], [ids])
+            for i, (prompt, ids, ban, sampler) in enumerate(zip(prompts, prompt_ids, bans, samplers))
+            for gen in finish(decode([ids], [ban], [sampler], [stops[i]]), [prompt], [ids], i)
         ]
+
+    def _streaming_stop(self, rule: _StopRule, stream: AnswerStream) -> StopHook:
+        """``rule.stop`` that first passes the prompt's new answer text to its stream."""
+
+        def stop(generated: list[int]) -> bool:
+            stream.update(self._visible_text(generated))
+            return rule.stop(generated)
+
+        return stop
+
+    def _visible_text(self, ids: Sequence[int]) -> str:
+        """The decoded text of ``ids`` without end-of-sequence tokens (``Generation.text``)."""
+        return self.decode([i for i in ids if i not in self.eos_ids])
 
     def _is_content(self, tid: int) -> bool:
         """A token of answer text: no reflection, control or end-of-sequence token, with a letter or digit.
@@ -330,8 +365,7 @@ class ReflectionLMBase(ABC):
                 continue
             named = {self.id_to_reflection[i]: p for i, p in probs.items()}
             reflections.append(ReflectionPoint(pos, tok, T.KIND_OF[tok], named))
-        visible = [i for i in ids if i not in self.eos_ids]
-        text = self.decode(visible)
+        text = self._visible_text(ids)
         return Generation(text, ids, cum, reflections, {}, rule.reason(ids, text, max_new_tokens))
 
     def _add_text_reflections(self, prompts: Sequence[str], prompt_ids: list[list[int]], gens: list[Generation]) -> None:
@@ -488,6 +522,89 @@ def guard_flags(guard: bool | Sequence[bool], n: int) -> list[bool]:
     if len(flags) != n:
         raise ValueError(f"guard has {len(flags)} flags for {n} prompts")
     return flags
+
+
+def stop_hooks(stop: StopHook | Sequence[StopHook], n: int) -> list[StopHook]:
+    """``stop`` as one hook per prompt: the same hook ``n`` times, or a sequence of ``n`` hooks."""
+    if callable(stop):
+        return [stop] * n
+    hooks = list(stop)
+    if len(hooks) != n:
+        raise ValueError(f"{len(hooks)} stop hooks for {n} prompts")
+    return hooks
+
+
+#: Strings that may still be growing into a reflection token (or ``</s>``) at the end of a text.
+_MARKUP = (*T.REFLECTION_TOKENS, "</s>")
+_EVIDENCE_SPAN = re.compile(re.escape(T.PARAGRAPH_START) + r".*?" + re.escape(T.PARAGRAPH_END), re.DOTALL)
+
+
+def settled_answer(text: str) -> str:
+    """The answer text of a generation so far that later tokens cannot change (pure).
+
+    ``T.strip_reflection_tokens`` of ``text`` cut before an evidence paragraph still open, a tail
+    that may be the start of a reflection token or ``</s>``, and trailing U+FFFD (a character whose
+    UTF-8 bytes are not all decoded yet).
+    """
+    end = 0
+    for match in _EVIDENCE_SPAN.finditer(text):
+        end = match.end()
+    open_at = text.find(T.PARAGRAPH_START, end)
+    if open_at >= 0:
+        text = text[:open_at]
+    text = text[: len(text) - _partial_markup(text)].rstrip("\ufffd")
+    return T.strip_reflection_tokens(text)
+
+
+def _partial_markup(text: str) -> int:
+    """Length of the longest tail of ``text`` that is a proper prefix of a markup string."""
+    longest = 0
+    for mark in _MARKUP:
+        for n in range(min(len(mark) - 1, len(text)), longest, -1):
+            if text.endswith(mark[:n]):
+                longest = n
+                break
+    return longest
+
+
+class AnswerStream:
+    """One prompt's answer text, passed on piece by piece as its tokens are decoded.
+
+    :meth:`update` takes the whole generated text so far (reflection tokens kept) after each token
+    and sends ``on_token(index, piece)`` what became certain: the :func:`settled_answer` text
+    common to this update and the previous one (one token late, so a tokenizer that rewrites the
+    end of a text when the next token comes, e.g. ``" n't"``, cannot change what was sent), and only
+    when it extends what was sent. :meth:`finish` sends the rest of the final answer.
+    """
+
+    def __init__(self, on_token: TokenCallback, index: int) -> None:
+        self.on_token = on_token
+        self.index = index
+        self.sent = ""
+        self._last: str | None = None
+
+    def update(self, text: str) -> None:
+        current = settled_answer(text)
+        last, self._last = self._last, current
+        if last is not None:
+            self._send(_common_prefix(last, current))
+
+    def finish(self, answer: str) -> None:
+        self._send(answer)
+
+    def _send(self, ready: str) -> None:
+        if len(ready) > len(self.sent) and ready.startswith(self.sent):
+            piece, self.sent = ready[len(self.sent) :], ready
+            self.on_token(self.index, piece)
+
+
+def _common_prefix(a: str, b: str) -> str:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return a[:n]
 
 
 class _StopRule:

@@ -22,13 +22,13 @@ import ctypes
 import logging
 import os
 import weakref
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .base import BanHook, ReflectionLMBase, ReflectionLMError, TokenSampler
+from .base import BanHook, ReflectionLMBase, ReflectionLMError, StopHook, TokenSampler, stop_hooks
 
 #: The llama-cpp-python releases this module is tested with, [from, below): the C API it binds
 #: (llama_memory_*, llama_batch_*, the context-parameter fields) changes between llama.cpp releases.
@@ -452,18 +452,22 @@ class LlamaCppReflectionLM(ReflectionLMBase):
     def _greedy(self, prompt_ids, max_new_tokens, first_seqs, stop, bans=None, *, samplers=None):
         bans = list(bans) if bans else [None] * len(prompt_ids)
         samplers = list(samplers) if samplers else [None] * len(prompt_ids)
+        stops = stop_hooks(stop, len(prompt_ids))
         nodes, n_branches = continuation_tree([s[:-1] for s in first_seqs])
         width = max(1, self._n_seq // (1 + n_branches))
         runs = plan_groups(prompt_ids, len(nodes) + max_new_tokens, self.context_length, width)
         results = []
-        for run in runs:
-            prompts, run_bans = [prompt_ids[i] for i in run], [bans[i] for i in run]
-            run_samplers = [samplers[i] for i in run]
-            if len(run) == 1:
-                results.append(self._greedy_one(prompts[0], max_new_tokens, first_seqs, stop, run_bans[0], run_samplers[0]))
-            else:
-                results += _Run(self, prompts, first_seqs, run_bans, run_samplers).generate(max_new_tokens, stop)
-        self._last_logits = None
+        try:
+            for run in runs:
+                prompts, run_bans = [prompt_ids[i] for i in run], [bans[i] for i in run]
+                run_samplers, run_stops = [samplers[i] for i in run], [stops[i] for i in run]
+                if len(run) == 1:
+                    results.append(self._greedy_one(prompts[0], max_new_tokens, first_seqs, run_stops[0], run_bans[0],
+                                                    run_samplers[0]))
+                else:
+                    results += _Run(self, prompts, first_seqs, run_bans, run_samplers).generate(max_new_tokens, run_stops)
+        finally:
+            self._last_logits = None
         return results
 
     def _greedy_one(self, prompt, max_new_tokens, first_seqs, stop, banned, sampler=None):
@@ -538,11 +542,12 @@ class _Run:
         self.branch_seqs = [tuple(n + i * n_branches + b for b in range(n_branches)) for i in range(n)]
         self.shared = min(min(common_prefix(prompts[0], p) for p in prompts), min(len(p) for p in prompts) - 1)
 
-    def generate(self, max_new_tokens: int, stop: Callable[[list[int]], bool]) -> list[tuple]:
+    def generate(self, max_new_tokens: int, stop: StopHook | Sequence[StopHook]) -> list[tuple]:
+        """Decode every prompt; ``stop``: one hook for all of them or one per prompt."""
         lm = self.lm
         try:
             logits, first = self._prefill()
-            self._steps(logits, max_new_tokens, stop)
+            self._steps(logits, max_new_tokens, stop_hooks(stop, len(self.prompts)))
         except BaseException:
             lm._forget_cache()
             raise
@@ -579,7 +584,7 @@ class _Run:
         first = [[_tree_logprob(lg, rows, r, c) for c in self.first_seqs] for lg, r in zip(logits, row_of)]
         return logits, first
 
-    def _steps(self, logits: list[np.ndarray], max_new_tokens: int, stop: Callable[[list[int]], bool]) -> None:
+    def _steps(self, logits: list[np.ndarray], max_new_tokens: int, stops: Sequence[StopHook]) -> None:
         """Greedy steps for every live sequence, one ``llama_decode`` a step."""
         lm = self.lm
         used = self.shared + sum(len(p) - self.shared for p in self.prompts)
@@ -590,7 +595,7 @@ class _Run:
             for seq in live:
                 step = self.steps[seq]
                 tid = step.take(rows[seq])
-                if not (stop(step.generated) or i == max_new_tokens - 1):
+                if not (stops[seq](step.generated) or i == max_new_tokens - 1):
                     feed.append((tid, len(self.prompts[seq]) + len(step.generated) - 1, (seq,), True))
             if not feed:
                 return

@@ -41,12 +41,22 @@ import math
 import time
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import tokens as T
-from .base import BanHook, Generation, ReflectionLMBase, ReflectionLMError, TokenSampler, stream_seed
+from .base import (
+    BanHook,
+    Generation,
+    ReflectionLMBase,
+    ReflectionLMError,
+    StopHook,
+    TokenCallback,
+    TokenSampler,
+    stop_hooks,
+    stream_seed,
+)
 
 #: ``logit_bias`` that makes greedy decoding pick an id (the OpenAI API's maximum).
 FORCE_BIAS = 100.0
@@ -473,18 +483,21 @@ class RemoteReflectionLM(ReflectionLMBase):
     def generate(self, prompts: Sequence[str], *, max_new_tokens: int = 100, first_candidates: Sequence[str] = (),
                  stop_at_retrieval: bool = True, guard: bool | Sequence[bool] = False,
                  stop_at_segment: bool = False, temperature: float = 0.0, top_p: float = 1.0,
-                 seed: int | None = None) -> list[Generation]:
+                 seed: int | None = None, on_token: TokenCallback | None = None) -> list[Generation]:
+        """See :class:`~langchain_selfrag.lm.base.ReflectionLM`; ``on_token`` pieces come as each
+        completion is read (a completion is requested whole, not streamed from the server)."""
         self._stop_at_retrieval = stop_at_retrieval
         self._sampling = temperature > 0
         return super().generate(prompts, max_new_tokens=max_new_tokens, first_candidates=first_candidates,
                                 stop_at_retrieval=stop_at_retrieval, guard=guard, stop_at_segment=stop_at_segment,
-                                temperature=temperature, top_p=top_p, seed=seed)
+                                temperature=temperature, top_p=top_p, seed=seed, on_token=on_token)
 
     def _greedy(self, prompt_ids, max_new_tokens, first_seqs, stop, bans=None, *, samplers=None):
         bans = list(bans) if bans else [None] * len(prompt_ids)
         samplers = list(samplers) if samplers else [None] * len(prompt_ids)
-        heads = [self._guarded_head(p, max_new_tokens, stop, b, s) if b else _Head()
-                 for p, b, s in zip(prompt_ids, bans, samplers)]
+        stops = stop_hooks(stop, len(prompt_ids))
+        heads = [self._guarded_head(p, max_new_tokens, st, b, s) if b else _Head()
+                 for p, b, s, st in zip(prompt_ids, bans, samplers, stops)]
         todo = [i for i, h in enumerate(heads) if not h.done and len(h.ids) < max_new_tokens]
         greedy = self._greedy_tokens if self.capabilities.token_prompts else self._greedy_text
         tails: dict[int, tuple[list[int], list[float], list[dict[int, float]]]] = {}
@@ -501,12 +514,12 @@ class RemoteReflectionLM(ReflectionLMBase):
             rest = max_new_tokens - len(head.ids)
             t_ids, t_logps, t_pos = tails.get(i, ([], [], []))
             ids, logps, per_pos = head.ids + t_ids[:rest], head.logps + t_logps[:rest], head.per_pos + t_pos[:rest]
-            end = next((k + 1 for k in range(len(ids)) if stop(ids[: k + 1])), len(ids))
+            end = next((k + 1 for k in range(len(ids)) if stops[i](ids[: k + 1])), len(ids))
             first = self._continuation_logprobs([prompt] * len(first_seqs), first_seqs) if first_seqs else []
             results.append((ids[:end], float(sum(logps[:end])), per_pos[:end], first, head.guarded))
         return results
 
-    def _guarded_head(self, prompt: list[int], max_new_tokens: int, stop: Callable[[list[int]], bool],
+    def _guarded_head(self, prompt: list[int], max_new_tokens: int, stop: StopHook,
                       banned: BanHook, sampler: TokenSampler | None = None) -> _Head:
         """One token per request while ``banned`` bans anything; ``done`` when ``stop`` fired."""
         head = _Head()

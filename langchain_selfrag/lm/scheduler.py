@@ -10,6 +10,11 @@ waits for more than the call in flight. No lock is held by callers; the worker i
 thread that touches the model.
 
 A failing merged call is retried request by request, so one bad query fails alone.
+
+A request's ``on_token`` callback (streamed answer text) stays out of the merge key: a merged call
+gets one callback that sends each prompt's pieces to its own request's callback, with the
+request's own prompt index, in the worker thread. A request retried alone after a failed merged
+call does not get again the text its callback already had.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ class _Request:
     guards: list[bool] | None
     tokens: int | None = None  # counted by the worker, the one thread that touches the model
     future: Future = field(default_factory=Future)
+    on_token: _Relay | None = None
 
     @property
     def key(self) -> tuple:
@@ -72,6 +78,47 @@ def _freeze(value: Any) -> Any:
     if isinstance(value, dict):
         return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
     return value
+
+
+class _Relay:
+    """A request's ``on_token``: each prompt's text is passed on once, across retries of its call.
+
+    Every call attempt starts afresh (:meth:`restart`); text the callback already had is skipped
+    (greedy decoding repeats it), so a retried request does not stream its answer twice.
+    """
+
+    def __init__(self, callback: Callable[[int, str], None], n: int) -> None:
+        self.callback = callback
+        self.delivered = [""] * n
+        self.seen = [""] * n
+
+    def restart(self) -> None:
+        self.seen = [""] * len(self.seen)
+
+    def __call__(self, index: int, piece: str) -> None:
+        seen = self.seen[index] = self.seen[index] + piece
+        done = self.delivered[index]
+        if len(seen) > len(done) and seen.startswith(done):
+            self.callback(index, seen[len(done) :])
+            self.delivered[index] = seen
+
+
+def _merged_callback(group: list[_Request]) -> Callable[[int, str], None] | None:
+    """One ``on_token`` for a merged call: prompt ``i`` of the call goes to its request's relay."""
+    if all(r.on_token is None for r in group):
+        return None
+    owners: list[tuple[_Relay | None, int]] = []
+    for req in group:
+        if req.on_token is not None:
+            req.on_token.restart()
+        owners.extend((req.on_token, j) for j in range(len(req.prompts)))
+
+    def on_token(index: int, piece: str) -> None:
+        relay, local = owners[index]
+        if relay is not None:
+            relay(local, piece)
+
+    return on_token
 
 
 def supported_options(fn: Callable[..., Any], options: dict[str, Any]) -> dict[str, Any]:
@@ -143,7 +190,7 @@ class BatchScheduler:
         return self.submit("candidate_probs", prompts, {"candidates": tuple(candidates)}).result()
 
     def generate(self, prompts: Sequence[str], **options: Any) -> list[Any]:
-        """As the wrapped model's ``generate``; ``guard`` may differ between merged requests."""
+        """As the wrapped model's ``generate``; ``guard`` and ``on_token`` may differ between merged requests."""
         return self.submit("generate", prompts, options).result()
 
     async def acandidate_probs(self, prompts: Sequence[str], candidates: Sequence[str]) -> list[dict[str, float]]:
@@ -158,9 +205,11 @@ class BatchScheduler:
         prompts = list(prompts)
         options = dict(options)
         guards = _guard_flags(options.pop("guard", False), len(prompts)) if method == "generate" else None
+        callback = options.pop("on_token", None)
         if options.get("temperature"):  # sampled streams depend on the prompt's index: never merge
             options["_unshared"] = object()
-        req = _Request(method, prompts, options, guards)
+        req = _Request(method, prompts, options, guards,
+                       on_token=_Relay(callback, len(prompts)) if callback is not None else None)
         if len(prompts) > self.limits.max_sequences:
             raise SchedulerError(
                 f"{len(prompts)} prompts in one request exceed max_sequences={self.limits.max_sequences}"
@@ -273,6 +322,9 @@ class BatchScheduler:
             guards = [g for r in group for g in (r.guards or [])]
             if any(guards):
                 options["guard"] = guards if not all(guards) else True
+            on_token = _merged_callback(group)
+            if on_token is not None:
+                options["on_token"] = on_token
             out = self.lm.generate(prompts, **supported_options(self.lm.generate, options))
         if len(out) != len(prompts):
             raise ReflectionLMError(f"the backend returned {len(out)} results for {len(prompts)} prompts")

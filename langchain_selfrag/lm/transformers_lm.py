@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .base import ReflectionLMBase, ReflectionLMError
+from .base import ReflectionLMBase, ReflectionLMError, stop_hooks
 
 
 class TransformersReflectionLM(ReflectionLMBase):
@@ -166,12 +166,14 @@ class TransformersReflectionLM(ReflectionLMBase):
     def _greedy(self, prompt_ids, max_new_tokens, first_seqs, stop, bans=None, *, samplers=None):
         bans = list(bans) if bans else [None] * len(prompt_ids)
         samplers = list(samplers) if samplers else [None] * len(prompt_ids)
+        stops = stop_hooks(stop, len(prompt_ids))
         results = []
         for start in range(0, len(prompt_ids), self.batch_size):
             chunk = prompt_ids[start : start + self.batch_size]
             chunk_bans = bans[start : start + self.batch_size]
             chunk_samplers = samplers[start : start + self.batch_size]
-            results.extend(self._greedy_batch(chunk, max_new_tokens, first_seqs, stop, chunk_bans, chunk_samplers))
+            chunk_stops = stops[start : start + self.batch_size]
+            results.extend(self._greedy_batch(chunk, max_new_tokens, first_seqs, chunk_stops, chunk_bans, chunk_samplers))
         return results
 
     def _guard_choices(self, last, nxt: list[int], generated, done, bans, samplers=None) -> list[int]:
@@ -224,6 +226,7 @@ class TransformersReflectionLM(ReflectionLMBase):
     def _greedy_batch(self, prompt_ids, max_new_tokens, first_seqs, stop, bans, samplers=None):
         torch = self._torch
         batch = len(prompt_ids)
+        stops = stop_hooks(stop, batch)
         watch = self._reflection_list
         watch_t = torch.tensor(watch, device=self.device, dtype=torch.long) if watch else None
         generated: list[list[int]] = [[] for _ in range(batch)]
@@ -256,7 +259,7 @@ class TransformersReflectionLM(ReflectionLMBase):
                         per_pos[row].append({i: lookup[i] for i in group})
                     else:
                         per_pos[row].append({})
-                    if stop(generated[row]):
+                    if stops[row](generated[row]):
                         done[row] = True
                 if all(done) or step == max_new_tokens - 1:
                     break
