@@ -154,3 +154,21 @@ def test_package_ships_the_packed_adapter_and_the_measurements(tmp_path):
                                                   "generator_phase1_training.json"}
     assert (folder / "selfrag_training.json").read_text() == "packed selfrag_training.json"
     assert (folder / "generator_phase1_training.json").read_text() == "generator/adapter/selfrag_training.json"
+
+
+def test_lineage_of_continued_builds_sums_each_phase_2_once():
+    from cookbook.selfrag_smollm2.model_card import continued_earlier_build, lineage, lineage_totals
+
+    rows = [{"build": "v1", "generator_steps": [400, 300], "generator_minutes": 90.0, "phase1_minutes": 50.0},
+            {"build": "v2", "continued": False, "generator_steps": [400, 500], "generator_minutes": 100.0,
+             "phase1_minutes": 48.0},
+            {"build": "v3", "continued": True, "generator_steps": [400, 368], "generator_minutes": 86.0,
+             "phase1_minutes": 48.0},
+            {"build": "v4", "continued": True, "generator_steps": [400, 434], "generator_minutes": 93.0,
+             "phase1_minutes": 48.0}]
+    chain = lineage(rows, rows[3])
+    assert [r["build"] for r in chain] == ["v2", "v3", "v4"]
+    assert lineage_totals(chain) == ([400, 500, 368, 434], 100.0 + 38.0 + 45.0)
+    assert lineage(rows, rows[1]) == [rows[1]] and lineage(rows, None) == []
+    assert continued_earlier_build("runs/smollm2v3/generator2/adapter")
+    assert not continued_earlier_build("runs/x/generator/adapter") and not continued_earlier_build(None)

@@ -14,7 +14,7 @@ K=${K:-3}                         # ReSearch iterations (paper: 3)
 J=${J:-4}                         # samples per iteration (paper: 16)
 SCORER=${SCORER:-consistency}     # consistency (the paper's self-evaluation) | passages (IsSup against the entity's passages)
 DPO_LR=${DPO_LR:-5e-5}            # Table 17: 1e-6 for full fine-tuning of 7B models; LoRA on 135M needs more
-DPO_EPOCHS=${DPO_EPOCHS:-2}
+DPO_STEPS=${DPO_STEPS:-60}          # Table 17: 400 steps at batch 64; here 60 steps at batch 8 (about 1.3 epochs of 90 x 4 pairs)
 EVAL_LIMIT=${EVAL_LIMIT:-40}      # held-out entities evaluated (plus 30 invented people)
 ADAPTER=${ADAPTER:-langchain_selfrag/models/selfrag-smollm2-135m}
 BASE=${BASE:-$($PY -c 'from langchain_selfrag.smollm2 import smollm2_gguf_path; print(smollm2_gguf_path() or "")')}
@@ -40,7 +40,7 @@ $PY -m training.research "${PASSAGES_ARGS[@]}" --model "$POLICY" --out "$RUN/res
 
 # 3. DPO on 2 best x 2 worst samples by expected utility, continuing the bundled adapter
 $PY -m training.dpo --data "$RUN/research.jsonl" --base-model "$BASE" --init-adapter "$ADAPTER" \
-  --output-dir "$RUN/dpo" --lr "$DPO_LR" --epochs "$DPO_EPOCHS" --batch-size 4 --grad-accum 2 --beta 0.25 \
+  --output-dir "$RUN/dpo" --lr "$DPO_LR" --max-steps "$DPO_STEPS" --batch-size 4 --grad-accum 2 --beta 0.25 \
   --max-length 384 --threads "$THREADS" --save-steps 20 --logging-steps 2
 
 # 4. held-out entities + invented people: prompted, safety-prompted, Self-RAG (+ restrain), DPO

@@ -153,8 +153,11 @@ def version_row(build: str, folder: str | Path) -> dict[str, Any]:
     return {
         "schema": VERSIONS_SCHEMA,
         "build": build,
+        # phase 2 started from an earlier build's adapter: this build continues the row before it
+        "continued": continued_earlier_build((gen.get("config") or {}).get("init_adapter")),
         "generator_steps": [m["steps"] for m in (phase1, gen) if m.get("steps")],
         "generator_minutes": round(sum(_seconds(m) or 0 for m in (phase1, gen)) / 60, 1),
+        "phase1_minutes": round((_seconds(phase1) or 0) / 60, 1),
         "critic_steps": critic.get("steps"),
         "heldout_articles": ev.get("heldout_articles") or split.get("heldout_articles"),
         "figures": figures(ev),
@@ -337,13 +340,63 @@ def _gaps(ev: Mapping[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
-def _lineage(init_adapter: str | None) -> list[str]:
+def continued_earlier_build(init_adapter: str | None) -> bool:
+    """True when phase 2 started from an earlier build's adapter, not this build's phase 1."""
+    return bool(init_adapter) and Path(str(init_adapter)).parts[-2:] != ("generator", "adapter")
+
+
+def lineage(rows: Sequence[Mapping[str, Any]], current: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """The builds ``current`` descends from, oldest first, ending with ``current``.
+
+    A row marked ``continued`` continues the row before it in ``versions.json`` (builds are added
+    in order); rows without the mark start a lineage.
+    """
+    if current is None:
+        return []
+    rows = list(rows)
+    i = next((k for k, r in enumerate(rows) if r is current), None)
+    if i is None:
+        return [current]
+    chain = [rows[i]]
+    while chain[0].get("continued") and i > 0:
+        i -= 1
+        chain.insert(0, rows[i])
+    return chain
+
+
+def lineage_totals(chain: Sequence[Mapping[str, Any]]) -> tuple[list[int], float]:
+    """Generator steps along a lineage (the root's phases, then each continuation's phase 2) and minutes."""
+    if not chain:
+        return [], 0.0
+    steps = list(chain[0].get("generator_steps") or [])
+    minutes = float(chain[0].get("generator_minutes") or 0)
+    for row in chain[1:]:
+        own = row.get("generator_steps") or []
+        steps.append(own[-1] if own else 0)
+        phase1_minutes = (row.get("phase1_minutes") if row.get("phase1_minutes") is not None
+                          else _phase1_minutes_of(chain[0]))
+        minutes += max(0.0, float(row.get("generator_minutes") or 0) - phase1_minutes)
+    return steps, minutes
+
+
+def _phase1_minutes_of(root: Mapping[str, Any]) -> float:
+    return float(root.get("phase1_minutes") or 0)
+
+
+def _lineage(init_adapter: str | None, chain: Sequence[Mapping[str, Any]] = ()) -> list[str]:
     """How phase 2 started: from this build's phase 1, or from an earlier build's adapter."""
-    if not init_adapter or Path(init_adapter).parts[-2:] == ("generator", "adapter"):
+    if not continued_earlier_build(init_adapter):
         return ["Phase 2 continues from the phase-1 adapter (`--init-adapter`)."]
-    return [f"Phase 2 of this build continued an earlier build's adapter (`--init-adapter {init_adapter}`, "
-            "`train.sh` with `FROM_ADAPTER`): the phase-1 column and that build's own phase 2 are its ancestry "
-            "(see the builds table below)."]
+    lines = [f"Phase 2 of this build continued an earlier build's adapter (`--init-adapter {init_adapter}`, "
+             "`train.sh` with `FROM_ADAPTER`)."]
+    if len(chain) > 1:
+        steps, minutes = lineage_totals(chain)
+        names = " → ".join(str(r.get("build")) for r in chain)
+        lines.append(f"Its whole lineage ({names}): generator steps {' + '.join(str(s) for s in steps)} = "
+                     f"{sum(steps)} steps × 8, about {minutes:.0f} minutes of CPU in all (each build's phase 2 "
+                     "on data of its own; see the builds table below). A from-scratch `train.sh` run is "
+                     "phase 1 + one phase 2.")
+    return lines
 
 
 def render(folder: str | Path) -> str:
@@ -359,6 +412,9 @@ def render(folder: str | Path) -> str:
     current = current_row(folder, rows)
     gcfg = gen.get("config", {})
     generator_minutes = sum(_seconds(m) or 0 for m in (phase1, gen)) / 60
+    chain = lineage(rows, current)
+    if len(chain) > 1:  # a continued build: its training is the whole lineage's
+        generator_minutes = lineage_totals(chain)[1]
     lines = [
         "# selfrag-smollm2-135m",
         "",
@@ -412,7 +468,7 @@ def render(folder: str | Path) -> str:
         f"| wall-clock time | {_minutes(_seconds(phase1))} | {_minutes(_seconds(gen))} | {_minutes(_seconds(critic_meta))} |",
         f"| final train loss | {_f(phase1.get('train_loss'))} | {_f(gen.get('train_loss'))} | {_f(critic_meta.get('train_loss'))} |",
         "",
-        *_lineage(gcfg.get("init_adapter")),
+        *_lineage(gcfg.get("init_adapter"), lineage(rows, current)),
         *([f"This build's phase 2 was {gen['schedule_note']}."] if gen.get("schedule_note") else []),
         f"LoRA r={gcfg.get('lora_r')}, alpha={gcfg.get('lora_alpha')} on all attention and MLP projections, plus the 15",
         ("reflection-token rows as PEFT trainable tokens (own learning rate), cosine schedule, max length "
