@@ -35,15 +35,14 @@ from .sft import (
     META_FILE,
     SFTRunConfig,
     TrainingError,
-    _checkpointing_kwarg,
     _earlier_seconds,
     _loss_callback,
     _set_token_lr,
     _time_budget_callback,
-    _use_bf16,
     lora_config,
     paragraph_mask,
     prepare_model,
+    trainer_arguments,
     write_loss_curve,
 )
 
@@ -155,35 +154,6 @@ def expose_head_bias(model) -> bool:
         return True
 
 
-def common_arguments(cfg: SFTRunConfig, config_cls, output_dir: Path) -> dict[str, Any]:
-    """TrainingArguments shared by the DPO and RLOO configs (as ``train_sft`` sets them)."""
-    import torch
-
-    return dict(
-        output_dir=str(output_dir),
-        num_train_epochs=cfg.epochs,
-        max_steps=cfg.max_steps,
-        per_device_train_batch_size=cfg.batch_size,
-        per_device_eval_batch_size=cfg.batch_size,
-        gradient_accumulation_steps=cfg.grad_accum,
-        learning_rate=cfg.learning_rate,
-        lr_scheduler_type="cosine",
-        warmup_steps=cfg.warmup_ratio,
-        weight_decay=cfg.weight_decay,
-        logging_steps=cfg.logging_steps,
-        save_steps=cfg.save_steps,
-        save_total_limit=2,
-        bf16=_use_bf16(cfg.bf16),
-        fp16=False,
-        **_checkpointing_kwarg(config_cls, cfg.gradient_checkpointing),
-        use_cpu=not torch.cuda.is_available(),
-        report_to="none",
-        seed=cfg.seed,
-        dataloader_num_workers=0,
-        disable_tqdm=False,
-    )
-
-
 def run_callbacks(cfg: SFTRunConfig, output_dir: Path, extra: Sequence[Any] = ()) -> list:
     """Loss curve, optional wall-clock budget, then ``extra``."""
     budget = [_time_budget_callback(cfg.max_minutes)] if cfg.max_minutes else []
@@ -281,7 +251,7 @@ def train_dpo(cfg: ResearchRunConfig, *, records: Sequence[Mapping[str, Any]] | 
     eval_pairs = dpo_dataset(read_research(cfg.eval_file), cfg.rho, cfg.n_best, cfg.n_worst) if cfg.eval_file else []
     model, tokenizer, ids, peft_cfg = prepare_policy(cfg)
     evaluate = {"eval_strategy": "steps", "eval_steps": cfg.save_steps} if eval_pairs else {}
-    args = DPOConfig(**common_arguments(cfg, DPOConfig, out), beta=cfg.beta, max_length=cfg.max_length, **evaluate)
+    args = DPOConfig(**trainer_arguments(cfg, DPOConfig, out), beta=cfg.beta, max_length=cfg.max_length, **evaluate)
     trainer = DPOTrainer(
         model=model,
         args=args,

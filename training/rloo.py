@@ -40,7 +40,6 @@ from .dpo import (
     ResearchRunConfig,
     RunResult,
     add_research_arguments,
-    common_arguments,
     expose_head_bias,
     prepare_policy,
     research_config,
@@ -60,7 +59,7 @@ from .research_pairs import (
     rloo_prompts,
     sample_utility,
 )
-from .sft import TrainingError
+from .sft import TrainingError, trainer_arguments
 
 DEFAULT_RHO = 0.5
 
@@ -258,7 +257,7 @@ def train_rloo(cfg: ResearchRunConfig, reward: UtilityReward | None = None, *, s
             raise TrainingError("train_rloo needs a reward, or a splitter and a scorer")
         reward = UtilityReward(rows, splitter, scorer, rho=cfg.rho, tokenizer=tokenizer, offline=offline)
     args = RLOOConfig(
-        **common_arguments(cfg, RLOOConfig, out),
+        **trainer_arguments(cfg, RLOOConfig, out),
         beta=cfg.beta,
         num_generations=num_generations,
         max_completion_length=max_completion_length,

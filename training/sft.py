@@ -79,8 +79,7 @@ def encode_record(tokenizer, record: Mapping[str, Any], max_length: int | None =
     output = record.get("output")
     if not isinstance(output, str):
         raise TrainingError(f"record has no 'output' string: {dict(record)!r:.200}")
-    if output.endswith("</s>"):
-        output = output[: -len("</s>")]
+    output = output.removesuffix("</s>")
     prompt_ids = tokenizer(record_prompt(record), add_special_tokens=True)["input_ids"]
     ids = list(prompt_ids)
     mask = [0] * len(ids)
@@ -377,36 +376,15 @@ def train_sft(cfg: SFTRunConfig, *, records: Sequence[Mapping[str, Any]] | None 
 
         model = PeftModel.from_pretrained(model, str(cfg.init_adapter), is_trainable=True)
         peft_cfg = None
-    use_bf16 = _use_bf16(cfg.bf16)
     args = SFTConfig(
-        output_dir=str(out),
-        num_train_epochs=cfg.epochs,
-        max_steps=cfg.max_steps,
-        per_device_train_batch_size=cfg.batch_size,
-        per_device_eval_batch_size=cfg.batch_size,
-        gradient_accumulation_steps=cfg.grad_accum,
-        learning_rate=cfg.learning_rate,
-        lr_scheduler_type="cosine",
-        warmup_steps=cfg.warmup_ratio,
-        weight_decay=cfg.weight_decay,
-        logging_steps=cfg.logging_steps,
-        save_steps=cfg.save_steps,
-        save_total_limit=2,
+        **trainer_arguments(cfg, SFTConfig, out),
         eval_strategy="steps" if eval_ds is not None else "no",
         eval_steps=cfg.save_steps if eval_ds is not None else None,
-        bf16=use_bf16,
-        fp16=False,
-        **_checkpointing_kwarg(SFTConfig, cfg.gradient_checkpointing),
-        use_cpu=not torch.cuda.is_available(),
         max_length=cfg.max_length,
         dataset_kwargs={"skip_prepare_dataset": True},
         remove_unused_columns=False,
         train_sampling_strategy="group_by_length",
-        report_to="none",
-        seed=cfg.seed,
-        dataloader_num_workers=0,
         ddp_find_unused_parameters=False,  # LoRA + token rows: every trainable parameter gets a gradient
-        disable_tqdm=False,
     )
     trainer = _trainer_class()(
         model=model,
@@ -446,7 +424,7 @@ def train_sft(cfg: SFTRunConfig, *, records: Sequence[Mapping[str, Any]] | None 
             "dropped_too_long": dropped,
             "tokens_seen_approx": tokens_seen,
             "processes": n_procs,
-            "bf16": use_bf16,
+            "bf16": args.bf16,
             "resumed_from": last,
         }
         (adapter_dir / META_FILE).write_text(json.dumps(meta, indent=1))
@@ -504,6 +482,35 @@ def _trainer_class():
             return (loss, {"loss": loss}) if return_outputs else loss
 
     return ReflectionSFTTrainer
+
+
+def trainer_arguments(cfg: SFTRunConfig, config_cls, output_dir: Path) -> dict[str, Any]:
+    """Trainer arguments shared by the SFT, DPO and RLOO configs (``config_cls``: the TRL config class)."""
+    import torch
+
+    return dict(
+        output_dir=str(output_dir),
+        num_train_epochs=cfg.epochs,
+        max_steps=cfg.max_steps,
+        per_device_train_batch_size=cfg.batch_size,
+        per_device_eval_batch_size=cfg.batch_size,
+        gradient_accumulation_steps=cfg.grad_accum,
+        learning_rate=cfg.learning_rate,
+        lr_scheduler_type="cosine",
+        warmup_steps=cfg.warmup_ratio,
+        weight_decay=cfg.weight_decay,
+        logging_steps=cfg.logging_steps,
+        save_steps=cfg.save_steps,
+        save_total_limit=2,
+        bf16=_use_bf16(cfg.bf16),
+        fp16=False,
+        **_checkpointing_kwarg(config_cls, cfg.gradient_checkpointing),
+        use_cpu=not torch.cuda.is_available(),
+        report_to="none",
+        seed=cfg.seed,
+        dataloader_num_workers=0,
+        disable_tqdm=False,
+    )
 
 
 def _checkpointing_kwarg(config_cls, enabled: bool) -> dict[str, bool]:
