@@ -172,3 +172,21 @@ def test_lineage_of_continued_builds_sums_each_phase_2_once():
     assert lineage(rows, rows[1]) == [rows[1]] and lineage(rows, None) == []
     assert continued_earlier_build("runs/smollm2v3/generator2/adapter")
     assert not continued_earlier_build("runs/x/generator/adapter") and not continued_earlier_build(None)
+
+
+def test_restraint_section_renders_the_bio_report(tmp_path):
+    import json
+
+    from cookbook.selfrag_smollm2.model_card import RESTRAINT_REPORT, _restraint
+    from langchain_selfrag.evaluation.bio_metrics import Judged
+    from langchain_selfrag.evaluation.bio_report import system_entry
+
+    assert _restraint(tmp_path) == []
+    items = {"a": Judged(False, [True, False]), "b": Judged(True, []), "x": Judged(False, [False])}
+    invented = {"x": True}
+    entry = {"metrics": system_entry(items, invented, [0.5], n_resamples=50, seed=0)}
+    report = {"run": {"utility_rhos": [0.5], "judge_description": "IsSup judge"}, "systems": {"dpo": entry},
+              "caveats": ["weak judge"], "recipe_note": "measured on build v3"}
+    (tmp_path / RESTRAINT_REPORT).write_text(json.dumps(report))
+    text = "\n".join(_restraint(tmp_path))
+    assert "Self-restraint" in text and "| dpo |" in text and "measured on build v3" in text and "weak judge" in text

@@ -383,12 +383,45 @@ def _phase1_minutes_of(root: Mapping[str, Any]) -> float:
     return float(root.get("phase1_minutes") or 0)
 
 
+#: The `selfrag eval bio` report of the restraint recipe (cookbook/restraint_smollm2), copied here.
+RESTRAINT_REPORT = "restraint_eval.json"
+
+
+def _restraint(folder: Path) -> list[str]:
+    """The self-restraint experiment (seed 004), from its ``selfrag eval bio`` report when present."""
+    report = read_json(folder, RESTRAINT_REPORT)
+    if not report.get("systems"):
+        return []
+    from langchain_selfrag.evaluation.bio_report import markdown_table
+
+    run = report.get("run") or {}
+    rhos = run.get("utility_rhos", [])
+    note = report.get("recipe_note")
+    return [
+        "## Self-restraint (seed 004): ReSearch + DPO, `selfrag eval bio`",
+        "",
+        ("`cookbook/restraint_smollm2/run.sh`; held-out entities of the fixed split and invented people; "
+         "value [bootstrap 95% interval]. U(ρ\\*) is the mean utility per question (abstention = 0)."),
+        *([note, ""] if note else [""]),
+        "Held-out real people:",
+        "",
+        *markdown_table(report["systems"], "entities", rhos, True),
+        "",
+        "Invented people (every claim is false; the right answer is to abstain):",
+        "",
+        *markdown_table(report["systems"], "invented", rhos, False),
+        "",
+        f"Judge: {run.get('judge_description', '?')}. " + " ".join(report.get("caveats") or []),
+        "",
+    ]
+
+
 def _lineage(init_adapter: str | None, chain: Sequence[Mapping[str, Any]] = ()) -> list[str]:
     """How phase 2 started: from this build's phase 1, or from an earlier build's adapter."""
     if not continued_earlier_build(init_adapter):
         return ["Phase 2 continues from the phase-1 adapter (`--init-adapter`)."]
-    lines = [f"Phase 2 of this build continued an earlier build's adapter (`--init-adapter {init_adapter}`, "
-             "`train.sh` with `FROM_ADAPTER`)."]
+    lines = [(f"Phase 2 of this build continued an earlier build's adapter (`--init-adapter {init_adapter}`, "
+              "`train.sh` with `FROM_ADAPTER`).")]
     if len(chain) > 1:
         steps, minutes = lineage_totals(chain)
         names = " → ".join(str(r.get("build")) for r in chain)
@@ -506,6 +539,7 @@ def render(folder: str | Path) -> str:
         lines.append("")
     lines += _gaps(ev)
     lines += [
+        *_restraint(folder),
         "## Limitations",
         "",
         f"* 135M parameters and about {generator_minutes:.0f} minutes of CPU training for the generator: answers are short extractive",
