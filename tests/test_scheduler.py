@@ -288,3 +288,41 @@ def test_a_failing_callback_fails_its_own_request():
     with pytest.raises(ValueError, match="callback failed"):
         sched.generate(["p"], on_token=broken)
     assert sched.generate(["q"], on_token=lambda i, p: None) == ["q|None|False"]
+
+
+def test_transformers_concurrent_equals_one_at_a_time(tiny_model_dir):
+    """The transformers backend batches across callers too: same greedy ids as one prompt at a time."""
+    pytest.importorskip("torch")
+    from langchain_selfrag.lm import load_reflection_lm
+    from langchain_selfrag.prompts import format_prompt
+
+    lm = load_reflection_lm(tiny_model_dir)
+    prompts = [format_prompt(f"Question {i}: what is item {i * 3}?") for i in range(5)]
+    want = [lm.generate([p], max_new_tokens=6)[0] for p in prompts]
+    gate = threading.Event()
+
+    class Gated:
+        """The model, its first call held until every caller has queued."""
+
+        def __init__(self) -> None:
+            self.generate_calls: list[int] = []
+
+        def __getattr__(self, name):
+            return getattr(lm, name)
+
+        def generate(self, prompts, **options):
+            gate.wait(30)
+            self.generate_calls.append(len(prompts))
+            return lm.generate(prompts, **options)
+
+    gated = Gated()
+    sched = BatchScheduler(gated)
+    with ThreadPoolExecutor(len(prompts)) as pool:
+        futures = [pool.submit(sched.generate, [p], max_new_tokens=6) for p in prompts]
+        time.sleep(0.5)
+        gate.set()
+        got = [f.result(60)[0] for f in futures]
+    assert [g.token_ids for g in got] == [w.token_ids for w in want]
+    # the held call took whatever had queued; everything queued behind it ran as one padded batch
+    assert sum(gated.generate_calls) == len(prompts) and len(gated.generate_calls) <= 2, gated.generate_calls
+    sched.close()
