@@ -385,6 +385,8 @@ def _phase1_minutes_of(root: Mapping[str, Any]) -> float:
 
 #: The `selfrag eval bio` report of the restraint recipe (cookbook/restraint_smollm2), copied here.
 RESTRAINT_REPORT = "restraint_eval.json"
+#: Its trade-off plot (abstention vs accuracy across rho*, utility vs rho*), copied here.
+RESTRAINT_PLOT = "restraint_tradeoff.png"
 
 
 def _restraint(folder: Path) -> list[str]:
@@ -413,6 +415,7 @@ def _restraint(folder: Path) -> list[str]:
         "",
         f"Judge: {run.get('judge_description', '?')}. " + " ".join(report.get("caveats") or []),
         "",
+        *([f"![restraint trade-off]({RESTRAINT_PLOT})", ""] if (folder / RESTRAINT_PLOT).is_file() else []),
     ]
 
 
