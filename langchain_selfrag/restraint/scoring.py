@@ -92,6 +92,14 @@ def sample_sentences(samples: Sequence[str]) -> list[str]:
     return list(seen)
 
 
+def check_subset_settings(n_subsets: int, subset_size: int, fallback: float) -> None:
+    """Settings shared by the self-consistency scorers: ValueError when out of range."""
+    if n_subsets < 1 or subset_size < 1:
+        raise ValueError("n_subsets and subset_size must be at least 1")
+    if not 0.0 <= fallback <= 1.0:
+        raise ValueError(f"fallback must lie in [0, 1], not {fallback!r}")
+
+
 class SelfConsistencyScorer:
     """Verbalised self-consistency (seed 004, Eq. 3) through any LangChain chat model or LLM.
 
@@ -107,10 +115,7 @@ class SelfConsistencyScorer:
 
     def __init__(self, model: Any, n_subsets: int = 4, subset_size: int = 5, seed: int = 0,
                  fallback: float = 0.5) -> None:
-        if n_subsets < 1 or subset_size < 1:
-            raise ValueError("n_subsets and subset_size must be at least 1")
-        if not 0.0 <= fallback <= 1.0:
-            raise ValueError(f"fallback must lie in [0, 1], not {fallback!r}")
+        check_subset_settings(n_subsets, subset_size, fallback)
         self.model = model
         self.n_subsets = n_subsets
         self.subset_size = subset_size
