@@ -26,10 +26,17 @@ from pathlib import Path
 from langchain_selfrag import tokens as T
 from langchain_selfrag.prompts import format_evidence
 from training.bm25 import BM25Retriever
-from training.generator_data import Algorithm3, SourceExample
 from training.critic_data import build_cases, label_cases, shorten
+from training.generator_data import Algorithm3, SourceExample
 from training.labels import Case, GoldLabeller
-from training.qa_data import InstructionItem, instruction_text, load_instructions, load_squad, split_articles, write_jsonl
+from training.qa_data import (
+    InstructionItem,
+    instruction_text,
+    load_instructions,
+    load_squad,
+    split_articles,
+    write_jsonl,
+)
 from training.text import contains_answer
 
 HELDOUT_ARTICLES = 4
