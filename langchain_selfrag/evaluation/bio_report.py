@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .bio_metrics import Judged, metric_table, utility_key
+from .report import write_report as write_json_and_markdown
 
 SUBSETS = ("entities", "invented", "all")
 PLOT_FILE = "bio_tradeoff.png"
@@ -123,11 +124,7 @@ def markdown_report(report: Mapping[str, Any]) -> str:
 
 def write_report(directory: Path, report: Mapping[str, Any]) -> tuple[Path, Path]:
     """Write ``report.json`` and ``report.md``; returns both paths."""
-    directory.mkdir(parents=True, exist_ok=True)
-    json_path, md_path = directory / "report.json", directory / "report.md"
-    json_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    md_path.write_text(markdown_report(report), encoding="utf-8")
-    return json_path, md_path
+    return write_json_and_markdown(directory, report, markdown_report)
 
 
 # -- plot ---------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -136,11 +136,12 @@ def markdown_report(report: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_report(directory: Path, report: Mapping[str, Any]) -> tuple[Path, Path]:
-    """Write ``report.json`` and ``report.md``; returns both paths."""
+def write_report(directory: Path, report: Mapping[str, Any],
+                 render: Callable[[Mapping[str, Any]], str] | None = None) -> tuple[Path, Path]:
+    """Write ``report.json`` and ``report.md`` (``render``: the Markdown, default :func:`markdown_report`)."""
     directory.mkdir(parents=True, exist_ok=True)
     json_path = directory / "report.json"
     md_path = directory / "report.md"
     json_path.write_text(json.dumps(report, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-    md_path.write_text(markdown_report(report), encoding="utf-8")
+    md_path.write_text((render or markdown_report)(report), encoding="utf-8")
     return json_path, md_path
