@@ -30,7 +30,7 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from .loaders import DatasetError
+from .loaders import DatasetError, select_examples
 
 ENTITIES_FILE = "bio_entities.txt"
 PASSAGES_FILE = "bio_retrieved_passages.txt"
@@ -212,17 +212,7 @@ def select_questions(data: BioData, split: str, *, limit: int | None = None, n_i
                      sample: int | None = None, sample_seed: int = 0) -> list[BioQuestion]:
     """The split's entities (the first ``limit``, or a seeded ``sample`` of them, in file order), then
     the first ``n_invented`` invented people (default: all)."""
-    chosen = data.split(split)
-    if sample is not None:
-        if sample < 1:
-            raise ValueError("--sample must be at least 1")
-        if sample < len(chosen):
-            keep = set(random.Random(sample_seed).sample(range(len(chosen)), sample))
-            chosen = [q for i, q in enumerate(chosen) if i in keep]
-    if limit is not None:
-        if limit < 1:
-            raise ValueError("--limit must be at least 1")
-        chosen = chosen[:limit]
+    chosen = select_examples(data.split(split), limit, sample, sample_seed)
     invented = data.invented if n_invented is None else data.invented[: max(0, n_invented)]
     return chosen + list(invented)
 

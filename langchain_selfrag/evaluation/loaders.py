@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
+import random
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..jsonl import iter_jsonl
 from ..prompts import TASK_INSTRUCTIONS
+
+Item = TypeVar("Item")
 
 FORMATS = ("auto", "squad", "selfrag-jsonl", "popqa", "arc", "selfaware", "jsonl")
 
@@ -438,3 +441,21 @@ def select_articles(dataset: Dataset, titles: list[str]) -> Dataset:
         [ex for ex in dataset.examples if ex.meta.get("article") in wanted],
         [p for p in dataset.corpus if p.title in wanted],
     )
+
+
+def select_examples(
+    examples: Sequence[Item], limit: int | None = None, sample: int | None = None, seed: int = 0
+) -> list[Item]:
+    """The first ``limit`` examples, or a seeded random ``sample`` of them (in file order)."""
+    chosen = list(examples)
+    if sample is not None:
+        if sample < 1:
+            raise ValueError("--sample must be at least 1")
+        if sample < len(chosen):
+            keep = set(random.Random(seed).sample(range(len(chosen)), sample))
+            chosen = [ex for i, ex in enumerate(chosen) if i in keep]
+    if limit is not None:
+        if limit < 1:
+            raise ValueError("--limit must be at least 1")
+        chosen = chosen[:limit]
+    return chosen

@@ -12,7 +12,6 @@ Layout of the output directory::
 from __future__ import annotations
 
 import json
-import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from ..scoring import retrieve_probability
 from . import sweeps as S
 from .cache import CachingLM
 from .loaders import Dataset, Example
+from .loaders import select_examples as select_examples  # re-exported: evaluation's public name
 from .report import system_metrics, write_report
 from .retrieval import (
     corpus_key,
@@ -54,24 +54,6 @@ class EvalOptions:
     sweeps: bool = True
     model_name: str = ""
     cache: bool = True
-
-
-def select_examples(
-    examples: Sequence[Example], limit: int | None = None, sample: int | None = None, seed: int = 0
-) -> list[Example]:
-    """The first ``limit`` examples, or a seeded random ``sample`` of them (in file order)."""
-    chosen = list(examples)
-    if sample is not None:
-        if sample < 1:
-            raise ValueError("--sample must be at least 1")
-        if sample < len(chosen):
-            keep = set(random.Random(seed).sample(range(len(chosen)), sample))
-            chosen = [ex for i, ex in enumerate(chosen) if i in keep]
-    if limit is not None:
-        if limit < 1:
-            raise ValueError("--limit must be at least 1")
-        chosen = chosen[:limit]
-    return chosen
 
 
 def read_records(path: Path) -> dict[str, dict[str, Any]]:
