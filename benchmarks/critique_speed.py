@@ -15,7 +15,9 @@ The three are interleaved over rounds so background load hits them alike (the sl
 in the first ``--anchor-repeats`` rounds only); medians are printed. Then the transformers backend: the K=5 passage prompts in one padded batch against 5
 sequential calls. The last lines are ``speedup_vs_full_vocab`` (b/a),
 ``overhead_vs_plain`` (a'/c: the critique machinery alone, both sequential) and
-``batched_vs_sequential_plain`` (a/c: the batched critique pass against sequential plain generation).
+``batched_vs_sequential_plain`` (a/c: the batched critique pass against sequential plain generation)
+and ``prefill_floor_vs_sequential_plain`` (a with one new token, against c: the prompt work that
+batching cannot share, a floor under ``batched_vs_sequential_plain`` on this machine).
 
     python benchmarks/critique_speed.py [--model PATH.gguf] [--threads N] [--repeats 5] [--skip-transformers]
 
@@ -48,47 +50,47 @@ BUILTIN_QUESTION = "Why did the canal lose most of its freight traffic after 190
 BUILTIN_PASSAGES = [
     (
         "Northfield Canal",
-        "The Northfield Canal was dug between 1791 and 1804 to carry coal from the upland pits to the "
+        ("The Northfield Canal was dug between 1791 and 1804 to carry coal from the upland pits to the "
         "river port at Ashby. For most of the nineteenth century it was the cheapest way to move heavy "
         "goods across the county, and at its peak more than four hundred narrow boats worked it each "
         "year. The canal company paid steady dividends until the 1870s, when a railway was opened along "
         "the same valley. Rail rates undercut the canal for coal by the 1890s, and after 1900, when the "
         "pits at Holme closed and the railway added a direct siding to the port, the canal lost almost "
-        "all of its freight traffic within a decade.",
+        "all of its freight traffic within a decade."),
     ),
     (
         "Ashby port",
-        "Ashby grew up as a river port at the lowest bridging point of the Wenn. Its quays handled grain "
+        ("Ashby grew up as a river port at the lowest bridging point of the Wenn. Its quays handled grain "
         "and timber long before the canal arrived, and the town's merchants were among the first "
         "subscribers to the canal company. A customs house was built in 1822 and still stands on the "
         "quay. In the twentieth century the port declined as ships grew too large for the river, and the "
         "last commercial cargo was landed in 1961. The warehouses were later converted into flats and a "
-        "small museum of river trade.",
+        "small museum of river trade."),
     ),
     (
         "Holme colliery",
-        "Holme colliery was the largest of the upland pits and sent most of its coal down the canal. "
+        ("Holme colliery was the largest of the upland pits and sent most of its coal down the canal. "
         "It employed about six hundred men at its peak in the 1860s. Flooding of the lower seams became "
         "a persistent problem, and pumping costs rose steadily. After a serious inrush of water in 1899 "
         "the owners judged the remaining coal too expensive to win, and the pit closed the following "
-        "year. Its spoil heaps were landscaped in the 1970s and now form part of a country park.",
+        "year. Its spoil heaps were landscaped in the 1970s and now form part of a country park."),
     ),
     (
         "Canal restoration",
-        "A volunteer society was formed in 1968 to restore the derelict canal for leisure use. Working "
+        ("A volunteer society was formed in 1968 to restore the derelict canal for leisure use. Working "
         "parties cleared the towpath, rebuilt two locks and dredged the summit pound. The first restored "
         "section reopened to boats in 1979, and by 2005 about nine miles were navigable again. The "
         "society now runs trip boats in summer and an annual festival at the top lock, and grants from "
-        "heritage funds have paid for the repair of the aqueduct over the Wenn.",
+        "heritage funds have paid for the repair of the aqueduct over the Wenn."),
     ),
     (
         "Valley railway",
-        "The valley railway opened in 1872 as a single line from the junction at Carr to the port at "
+        ("The valley railway opened in 1872 as a single line from the junction at Carr to the port at "
         "Ashby, and was doubled in 1888 as traffic grew. It carried passengers as well as minerals, and "
         "its station at Northfield brought day trippers to the hills. Competition with the canal was "
         "fierce: the railway cut its coal rates several times in the 1880s and 1890s. Passenger "
         "services ended in 1955, and the line closed completely in 1966; much of its route is now a "
-        "cycle path.",
+        "cycle path."),
     ),
 ]
 
@@ -141,11 +143,11 @@ def main() -> None:
     plain = Llama(model_path=str(model_path), n_ctx=4096, n_threads=args.threads, n_threads_batch=args.threads, verbose=False)
     n_logprobs = 32016
 
-    def critique_pass(lm) -> int:
+    def critique_pass(lm, new_tokens: int = NEW_TOKENS) -> int:
         lm.candidate_probs([prompt], list(T.GROUPS[T.Kind.RETRIEVE][:2]))
         gens = lm.generate(
             evidence_prompts,
-            max_new_tokens=NEW_TOKENS,
+            max_new_tokens=new_tokens,
             first_candidates=T.GROUPS[T.Kind.ISREL],
             stop_at_retrieval=False,  # short form generates the whole answer, as plain generation does
         )
@@ -153,6 +155,9 @@ def main() -> None:
 
     def run_ours() -> None:
         run_ours.tokens = critique_pass(ours)
+
+    def run_ours_prefill() -> None:
+        run_ours_prefill.tokens = critique_pass(ours, new_tokens=1)
 
     def run_ours_sequential() -> None:
         run_ours_sequential.tokens = critique_pass(ours_seq)
@@ -172,7 +177,8 @@ def main() -> None:
             total += out["usage"]["completion_tokens"]
         run_plain.tokens = total
 
-    runners = {"ours": run_ours, "ours_sequential": run_ours_sequential, "anchor": run_anchor, "plain": run_plain}
+    runners = {"ours": run_ours, "ours_prefill": run_ours_prefill, "ours_sequential": run_ours_sequential,
+               "anchor": run_anchor, "plain": run_plain}
     times: dict[str, list[float]] = {name: [] for name in runners}
     for rep in range(args.repeats):
         for name, fn in runners.items():
@@ -212,6 +218,7 @@ def main() -> None:
     print(f"speedup_vs_full_vocab: {med['anchor'] / med['ours']:.2f}")
     print(f"overhead_vs_plain: {med['ours_sequential'] / med['plain']:.3f}")
     print(f"batched_vs_sequential_plain: {med['ours'] / med['plain']:.3f}")
+    print(f"prefill_floor_vs_sequential_plain: {med['ours_prefill'] / med['plain']:.3f}")
 
 
 if __name__ == "__main__":

@@ -263,7 +263,8 @@ def test_system_selection_and_model_names():
     names = [s.name for s in resolve_systems(None, (0.2, 0.5), trained=["dpo"])]
     assert names == ["prompted", "safety_prompted", "selfrag", "selfrag_rho0.2", "selfrag_rho0.5", "dpo"]
     assert [s.name for s in resolve_systems("prompted,selfrag_restrain", (0.5,))] == ["prompted", "selfrag_rho0.5"]
-    assert builtin_systems((0.5,))["selfrag_rho0.5"].settings == {"mode": "always", "rho": 0.5}
+    assert builtin_systems((0.5,))["selfrag_rho0.5"].settings == {"mode": "adaptive", "rho": 0.5}  # the library's default
+    assert builtin_systems((0.5,), "always")["selfrag"].settings == {"mode": "always"}
     with pytest.raises(ValueError, match="--research"):
         resolve_systems("research", (0.5,))
     with pytest.raises(ValueError, match="clash"):
@@ -388,6 +389,9 @@ def test_another_judge_reuses_the_answers(data_dir, tmp_path):
     assert report["caveats"] == [] and report["run"]["judge"] == "chat-rule"
     assert _value(report, "prompted", "entities", "accuracy") == pytest.approx(0.5)
     assert _value(report, "prompted", "invented", "accuracy") == 0.0
+    # the fake's retrieve probability (0.9) is over the threshold: every adaptive Self-RAG answer retrieves
+    assert report["systems"]["prompted"]["retrieved_share"] == 0.0
+    assert report["systems"]["selfrag_rho0.5"]["retrieved_share"] == 1.0
 
 
 def test_plain_eval_rejects_named_models(monkeypatch, tmp_path, capsys):

@@ -185,8 +185,18 @@ def test_restraint_section_renders_the_bio_report(tmp_path):
     items = {"a": Judged(False, [True, False]), "b": Judged(True, []), "x": Judged(False, [False])}
     invented = {"x": True}
     entry = {"metrics": system_entry(items, invented, [0.5], n_resamples=50, seed=0)}
-    report = {"run": {"utility_rhos": [0.5], "judge_description": "IsSup judge"}, "systems": {"dpo": entry},
-              "caveats": ["weak judge"], "recipe_note": "measured on build v3"}
+    selfrag = {**entry, "description": "Self-RAG (mode adaptive)", "retrieved_share": 0.25}
+    recipe = {"policy_model_file": "m-1.gguf",
+              "research": {"questions": 9, "iterations": 3, "samples_per_question": 13, "method": "research",
+                           "rho": 0.5, "abstention_best": 2},
+              "training": {"dpo": {"steps": 6, "batch": 8, "learning_rate": 5e-5, "beta": 0.25, "minutes": 1.5}}}
+    report = {"run": {"utility_rhos": [0.5], "judge_description": "IsSup judge"}, "systems": {"dpo": entry, "selfrag": selfrag},
+              "caveats": ["weak judge"], "recipe": recipe}
     (tmp_path / RESTRAINT_REPORT).write_text(json.dumps(report))
+    (tmp_path / "versions.json").write_text(json.dumps({"versions": [
+        {"schema": VERSIONS_SCHEMA, "build": "v7", "figures": {"model_file": "m-1.gguf"}}]}))
     text = "\n".join(_restraint(tmp_path))
-    assert "Self-restraint" in text and "| dpo |" in text and "measured on build v3" in text and "weak judge" in text
+    assert "Self-restraint" in text and "| dpo |" in text and "weak judge" in text
+    assert "build **v7**" in text and "9 entities" in text and "best sample for 2" in text
+    assert "DPO: 6 steps × 8, lr 5e-05, β 0.25, 1.5 min." in text and "Not trained in this run: SFT, RLOO." in text
+    assert "(Self-RAG (mode adaptive)) chose to retrieve for 25% of the questions" in text

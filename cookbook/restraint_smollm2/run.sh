@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Self-restraint for selfrag-smollm2-135m on a CPU (seed 004): ReSearch data on the training
 # entities, DPO with LoRA continuing the bundled adapter, then `selfrag eval bio` on held-out
-# entities and invented people. About 1.5 hours on one core with the defaults below.
+# entities and invented people. About 1.5 hours on one core with the defaults below; SFT, RLOO
+# and ReSearch inference on the evaluated questions (ALL=1) add about 45 minutes.
 #   DATA=../shared/data RUN=runs/restraint THREADS=1 bash cookbook/restraint_smollm2/run.sh
 # Every step resumes: rerun after an interruption and it continues where it stopped.
 set -euo pipefail
@@ -16,6 +17,10 @@ SCORER=${SCORER:-consistency}     # consistency (the paper's self-evaluation) | 
 DPO_LR=${DPO_LR:-5e-5}            # Table 17: 1e-6 for full fine-tuning of 7B models; LoRA on 135M needs more
 DPO_STEPS=${DPO_STEPS:-60}          # Table 17: 400 steps at batch 64; here 60 steps at batch 8 (about 1.3 epochs of 90 x 4 pairs)
 EVAL_LIMIT=${EVAL_LIMIT:-40}      # held-out entities evaluated (plus 30 invented people)
+ALL=${ALL:-0}                     # 1: also SFT and RLOO models and ReSearch inference, all in the evaluation
+SFT_STEPS=${SFT_STEPS:-40}        # Table 17: 2000 steps at batch 16, lr 5e-6
+RLOO_STEPS=${RLOO_STEPS:-20}      # Table 17: 600 steps at batch 512, lr 1e-6, KL 0.1
+SELFRAG_MODE=${SELFRAG_MODE:-adaptive}  # Self-RAG systems: the library default (adaptive) or always
 ADAPTER=${ADAPTER:-langchain_selfrag/models/selfrag-smollm2-135m}
 BASE=${BASE:-$($PY -c 'from langchain_selfrag.smollm2 import smollm2_gguf_path; print(smollm2_gguf_path() or "")')}
 POLICY=${POLICY:-$($PY -c 'from langchain_selfrag.bundled import default_model_path; print(default_model_path(progress=False) or "")')}
@@ -43,6 +48,25 @@ $PY -m training.dpo --data "$RUN/research.jsonl" --base-model "$BASE" --init-ada
   --output-dir "$RUN/dpo" --lr "$DPO_LR" --max-steps "$DPO_STEPS" --batch-size 4 --grad-accum 2 --beta 0.25 \
   --max-length 384 --threads "$THREADS" --save-steps 20 --logging-steps 2
 
-# 4. held-out entities + invented people: prompted, safety-prompted, Self-RAG (+ restrain), DPO
+EVAL_ARGS=(--model "dpo=$RUN/dpo/adapter")
+if [ "$ALL" = 1 ]; then
+  # 3b. SFT on the best sample of each question, continuing the bundled adapter
+  $PY -m training.research_sft --data "$RUN/research.jsonl" --base-model "$BASE" --init-adapter "$ADAPTER" \
+    --output-dir "$RUN/sft" --lr "$DPO_LR" --max-steps "$SFT_STEPS" --batch-size 4 --grad-accum 2 --max-length 384 \
+    --threads "$THREADS" --save-steps 20 --logging-steps 2
+  # 3c. RLOO with rewards from the fixed ReSearch data (--offline), continuing the bundled adapter
+  $PY -m training.rloo --offline --data "$RUN/research.jsonl" --base-model "$BASE" --init-adapter "$ADAPTER" \
+    --output-dir "$RUN/rloo" --lr "$DPO_LR" --max-steps "$RLOO_STEPS" --batch-size 4 --grad-accum 1 \
+    --num-generations 4 --max-completion-length 96 --beta 0.1 --max-length 384 --threads "$THREADS" \
+    --save-steps 10 --logging-steps 2
+  # 3d. ReSearch inference: the same search on the evaluated questions, its best sample is the answer
+  [ -f "$RUN/eval_questions.jsonl" ] || $PY -m langchain_selfrag.evaluation bio --data "$DATA" --split test \
+    --limit "$EVAL_LIMIT" --write-questions "$RUN/eval_questions.jsonl"
+  $PY -m training.research --entities "$RUN/eval_questions.jsonl" --model "$POLICY" --out "$RUN/research_eval.jsonl" \
+    -K "$K" -J "$J" --scorer consistency --n-subsets 2 --max-new-tokens 100 --threads "$THREADS" --seed 1
+  EVAL_ARGS+=(--model "sft=$RUN/sft/adapter" --model "rloo=$RUN/rloo/adapter" --research "$RUN/research_eval.jsonl")
+fi
+
+# 4. held-out entities + invented people: prompted, safety-prompted, Self-RAG (+ restrain), the trained models
 $PY -m langchain_selfrag.evaluation bio --data "$DATA" --split test --limit "$EVAL_LIMIT" --rho 0.2,0.5,0.8 \
-  --model "dpo=$RUN/dpo/adapter" --out "$RUN/eval"
+  --selfrag-mode "$SELFRAG_MODE" "${EVAL_ARGS[@]}" --out "$RUN/eval"

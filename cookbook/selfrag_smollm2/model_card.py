@@ -398,9 +398,11 @@ def _restraint(folder: Path) -> list[str]:
 
     run = report.get("run") or {}
     rhos = run.get("utility_rhos", [])
-    note = report.get("recipe_note")
+    rows, _ = load_versions(folder)
+    note = " ".join(t for t in (recipe_text(report.get("recipe") or {}, rows),
+                                retrieval_text(report["systems"])) if t) or None
     return [
-        "## Self-restraint (seed 004): ReSearch + DPO, `selfrag eval bio`",
+        "## Self-restraint (seed 004): ReSearch, SFT/DPO/RLOO, `selfrag eval bio`",
         "",
         ("`cookbook/restraint_smollm2/run.sh`; held-out entities of the fixed split and invented people; "
          "value [bootstrap 95% interval]. U(ρ\\*) is the mean utility per question (abstention = 0)."),
@@ -417,6 +419,49 @@ def _restraint(folder: Path) -> list[str]:
         "",
         *([f"![restraint trade-off]({RESTRAINT_PLOT})", ""] if (folder / RESTRAINT_PLOT).is_file() else []),
     ]
+
+
+def build_of_model_file(name: str | None, rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """The build whose evaluated GGUF file is ``name`` (the file name carries the adapter's hash)."""
+    return next((str(r.get("build")) for r in rows if name and (r.get("figures") or {}).get("model_file") == name), None)
+
+
+def recipe_text(recipe: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] = ()) -> str | None:
+    """One paragraph on what the restraint recipe ran, from the ``recipe`` block of its summary."""
+    if not recipe:
+        return None
+    build = build_of_model_file(recipe.get("policy_model_file"), rows)
+    parts = [f"Measured with build **{build}** as the policy, the training start and the judge." if build else
+             f"Measured with `{recipe.get('policy_model_file')}` as the policy, the training start and the judge."]
+    for key, label in (("research", "ReSearch data"), ("research_eval", "ReSearch inference (`research`)")):
+        r = recipe.get(key)
+        if r:
+            parts.append(f"{label}: {r['questions']} entities, {r['iterations']} iterations, "
+                         f"{r['samples_per_question']:g} samples per entity with the abstention "
+                         f"(method {r.get('method')}, ρ\\* = {r.get('rho')}); the abstention was the best sample "
+                         f"for {r['abstention_best']}.")
+    trained = recipe.get("training") or {}
+    for name, t in trained.items():
+        beta = f", β {t['beta']:g}" if t.get("beta") is not None else ""
+        parts.append(f"{name.upper()}: {t['steps']} steps × {t['batch']}, lr {t['learning_rate']:g}{beta}, "
+                     f"{t['minutes']:g} min.")
+    missing = [n.upper() for n in ("dpo", "sft", "rloo") if n not in trained]
+    if missing:
+        parts.append(f"Not trained in this run: {', '.join(missing)}.")
+    return " ".join(parts)
+
+
+def retrieval_text(systems: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """How often the Self-RAG systems chose to retrieve (``retrieved_share`` of the report)."""
+    shares = {name: e.get("retrieved_share") for name, e in systems.items() if name.startswith("selfrag")}
+    shares = {name: v for name, v in shares.items() if v is not None}
+    if not shares:
+        return None
+    described = systems.get("selfrag", {}).get("description") or "Self-RAG"
+    low, high = min(shares.values()), max(shares.values())
+    span = f"{low:.0%}" if low == high else f"{low:.0%} to {high:.0%}"
+    return (f"The Self-RAG systems ({described}) chose to retrieve for {span} of the questions; "
+            "`restrain` judges the claims against the passages the answer used, else the entity's given passages.")
 
 
 def _lineage(init_adapter: str | None, chain: Sequence[Mapping[str, Any]] = ()) -> list[str]:

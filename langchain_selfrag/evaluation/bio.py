@@ -276,6 +276,8 @@ def build_report(data: BioData, questions: Sequence[BioQuestion], answers: Mappi
                 fragments += len(judged.get("fragments") or [])
         latencies = [float(answers[spec.name][q.id]["latency_s"]) for q in questions
                      if q.id in answers[spec.name] and answers[spec.name][q.id].get("latency_s") is not None]
+        flags = [bool(answers[spec.name][q.id]["retrieved"]) for q in questions
+                 if "retrieved" in answers[spec.name].get(q.id, {})]
         systems[spec.name] = {
             "description": spec.description,
             "rho": spec.settings.get("rho"),
@@ -284,6 +286,8 @@ def build_report(data: BioData, questions: Sequence[BioQuestion], answers: Mappi
             "errors": errors,
             "fragments": fragments,
             "latency_mean_s": sum(latencies) / len(latencies) if latencies else None,
+            # share of answers where the model chose to retrieve (None when the system does not record it)
+            "retrieved_share": sum(flags) / len(flags) if flags else None,
             "metrics": R.system_entry(items, invented, options.utility_rhos, n_resamples=options.n_resamples,
                                       seed=options.seed),
         }

@@ -47,8 +47,9 @@ def add_bio_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--invented", type=int, default=30, help="invented people to add (default 30)")
     group.add_argument("--rho", default=",".join(f"{r:g}" for r in DEFAULT_RHOS),
                        help="target accuracies of the Self-RAG + restrain systems (default 0.2,0.5,0.8)")
-    group.add_argument("--selfrag-mode", default="always", choices=("adaptive", "always"),
-                       help="retrieval mode of the Self-RAG systems over the entity's passages (default always)")
+    group.add_argument("--selfrag-mode", default="adaptive", choices=("adaptive", "always"),
+                       help="retrieval mode of the Self-RAG systems given the entity's passages (default adaptive, "
+                            "the library's default)")
     group.add_argument("--research", help="ReSearch records (JSONL) of these questions: adds the research system")
     group.add_argument("--judge", default="issup", choices=("issup", "chat"),
                        help="issup: the reflection model's IsSup (default; weak, self-graded); chat: --chat-model")

@@ -3,9 +3,12 @@ text and an abstention flag.
 
 * ``prompted``: P_write (Table 4) to the reflection LM, no retrieval (Self-RAG ``mode="never"``);
 * ``safety_prompted``: P_safe write, likewise;
-* ``selfrag``: Self-RAG over the entity's own passages (given to the chain; ``mode`` "always" by
-  default), prompted with P_write;
-* ``selfrag_rho<r>``: the same with self-restraint at target accuracy ``r`` (``SelfRAGConfig.rho``);
+* ``selfrag``: Self-RAG with the entity's own passages given to the chain, prompted with P_write;
+  ``mode`` "adaptive" by default (the library's default: the model decides whether to use them;
+  the bundled model writes biographies from its own knowledge), or "always" (the bundled model,
+  trained on SQuAD, then answers with a name or a short span);
+* ``selfrag_rho<r>``: the same with self-restraint at target accuracy ``r`` (``SelfRAGConfig.rho``),
+  the claims judged against the passages the answer used, else the given ones;
 * ``research``: ReSearch inference, the sample of highest E[U] in a ReSearch record of the question
   (ties: fewer claims first, so the abstention wins a tie at 0), read from a JSONL file made by the
   ReSearch data generator (``selfrag eval bio ... --write-questions q.jsonl``, then
@@ -89,14 +92,14 @@ def rho_name(rho: float) -> str:
     return f"selfrag_rho{rho:g}"
 
 
-def builtin_systems(rhos: Sequence[float], selfrag_mode: str = "always") -> dict[str, BioSystemSpec]:
+def builtin_systems(rhos: Sequence[float], selfrag_mode: str = "adaptive") -> dict[str, BioSystemSpec]:
     """The prompted, safety-prompted, Self-RAG and Self-RAG + restrain systems (one per rho)."""
     specs = [
         BioSystemSpec("prompted", settings={"mode": "never"}, description="P_write, no retrieval"),
         BioSystemSpec("safety_prompted", template=P_SAFE_WRITE, settings={"mode": "never"},
                       description="P_safe write, no retrieval"),
         BioSystemSpec("selfrag", settings={"mode": selfrag_mode}, passages=True,
-                      description=f"Self-RAG over the entity's passages (mode {selfrag_mode})"),
+                      description=f"Self-RAG given the entity's passages, mode {selfrag_mode}"),
     ]
     for rho in rhos:
         specs.append(BioSystemSpec(rho_name(rho), settings={"mode": selfrag_mode, "rho": float(rho)}, passages=True,
@@ -119,7 +122,7 @@ def parse_named_model(value: str) -> tuple[str, str] | None:
     return None
 
 
-def resolve_systems(names: str | Sequence[str] | None, rhos: Sequence[float], *, selfrag_mode: str = "always",
+def resolve_systems(names: str | Sequence[str] | None, rhos: Sequence[float], *, selfrag_mode: str = "adaptive",
                     research: bool = False, trained: Sequence[str] = ()) -> list[BioSystemSpec]:
     """Systems from a comma list (None: all built-in ones, ``research`` when a file is given, every
     trained model). ``selfrag_restrain`` stands for every ``selfrag_rho<r>``."""
