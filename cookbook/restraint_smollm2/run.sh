@@ -2,7 +2,7 @@
 # Self-restraint for selfrag-smollm2-135m on a CPU (seed 004): ReSearch data on the training
 # entities, DPO with LoRA continuing the bundled adapter, then `selfrag eval bio` on held-out
 # entities and invented people. About 1.5 hours on one core with the defaults below; SFT, RLOO
-# and ReSearch inference on the evaluated questions (ALL=1) add about 45 minutes.
+# and ReSearch inference on the evaluated questions (ALL=1) add about an hour.
 #   DATA=../shared/data RUN=runs/restraint THREADS=1 bash cookbook/restraint_smollm2/run.sh
 # Every step resumes: rerun after an interruption and it continues where it stopped.
 set -euo pipefail
