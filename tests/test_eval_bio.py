@@ -31,6 +31,7 @@ from langchain_selfrag.evaluation.bio_metrics import (
     Judged,
     bootstrap_intervals,
     metric_table,
+    paired_difference,
     question_utility,
     summarize,
 )
@@ -153,6 +154,29 @@ def test_bootstrap_interval_contains_the_value_and_is_seeded():
     assert bootstrap_intervals([Judged(True)] * 3, n_resamples=50)["accuracy"] is None
     with pytest.raises(ValueError):
         bootstrap_intervals(items, level=1.0)
+
+
+def test_paired_difference_by_hand():
+    # U at 0.5 per question: baseline 1, 0 (abstained), -1; system 2, -1, 0 (abstained)
+    baseline = [Judged(False, (True,)), Judged(True, (True,)), Judged(False, (False,))]
+    system = [Judged(False, (True, True)), Judged(False, (False,)), Judged(True, (False,))]
+    d = paired_difference(baseline, system, 0.5, n_resamples=400, seed=1)
+    assert d["n"] == 3 and d["value"] == pytest.approx(1 / 3)  # differences 1, -1, 1
+    assert (d["better"], d["worse"]) == (2, 1)
+    assert d["ci95"][0] <= d["value"] <= d["ci95"][1] and d["ci95"][0] >= -1 and d["ci95"][1] <= 1
+    assert paired_difference(baseline, system, 0.5, n_resamples=0)["ci95"] is None
+    assert paired_difference([], [], 0.5)["value"] is None
+    with pytest.raises(ValueError, match="paired"):
+        paired_difference(baseline, system[:2], 0.5)
+
+
+def test_comparison_pairs():
+    from langchain_selfrag.evaluation.bio_report import comparison_pairs
+
+    names = ["prompted", "safety_prompted", "selfrag", "selfrag_rho0.2", "selfrag_rho0.5", "research", "dpo"]
+    assert comparison_pairs(names) == [("selfrag", "selfrag_rho0.2"), ("selfrag", "selfrag_rho0.5"),
+                                       ("prompted", "research"), ("prompted", "dpo")]
+    assert comparison_pairs(["selfrag_rho0.5", "dpo"]) == []
 
 
 # -- judges --------------------------------------------------------------------------------------
@@ -389,6 +413,7 @@ def test_another_judge_reuses_the_answers(data_dir, tmp_path):
     assert report["caveats"] == [] and report["run"]["judge"] == "chat-rule"
     assert _value(report, "prompted", "entities", "accuracy") == pytest.approx(0.5)
     assert _value(report, "prompted", "invented", "accuracy") == 0.0
+    assert report["comparisons"] == []  # restrained Self-RAG pairs with Self-RAG only, which did not run
     # the fake's retrieve probability (0.9) is over the threshold: every adaptive Self-RAG answer retrieves
     assert report["systems"]["prompted"]["retrieved_share"] == 0.0
     assert report["systems"]["selfrag_rho0.5"]["retrieved_share"] == 1.0
@@ -484,6 +509,9 @@ def test_small_run_with_the_bundled_model(bundled_model, tmp_path):
                          settings={"k": 2, "max_new_tokens": 60})
     report = run_bio(data, questions, lm, tmp_path / "run", options, progress=False)
     assert set(report["systems"]) == {"prompted", "safety_prompted", "selfrag", "selfrag_rho0.5"}
+    (pair,) = report["comparisons"]  # paired on the two real people
+    assert (pair["baseline"], pair["system"], pair["n"]) == ("selfrag", "selfrag_rho0.5", 2)
+    assert pair["utility@0.5"]["n"] == 2 and "## Paired differences" in (tmp_path / "run" / "report.md").read_text()
     for name, entry in report["systems"].items():
         assert entry["errors"] == 0 and entry["n"] == 4, name
         invented = entry["metrics"]["invented"]

@@ -394,7 +394,7 @@ def _restraint(folder: Path) -> list[str]:
     report = read_json(folder, RESTRAINT_REPORT)
     if not report.get("systems"):
         return []
-    from langchain_selfrag.evaluation.bio_report import markdown_table
+    from langchain_selfrag.evaluation.bio_report import comparison_table, markdown_table
 
     run = report.get("run") or {}
     rhos = run.get("utility_rhos", [])
@@ -415,6 +415,8 @@ def _restraint(folder: Path) -> list[str]:
         "",
         *markdown_table(report["systems"], "invented", rhos, False),
         "",
+        *(["Paired differences on the held-out people (same questions, bootstrap 95% interval):", "",
+           *comparison_table(report["comparisons"], rhos), ""] if report.get("comparisons") else []),
         f"Judge: {run.get('judge_description', '?')}. " + " ".join(report.get("caveats") or []),
         "",
         *([f"![restraint trade-off]({RESTRAINT_PLOT})", ""] if (folder / RESTRAINT_PLOT).is_file() else []),

@@ -261,8 +261,9 @@ def build_report(data: BioData, questions: Sequence[BioQuestion], answers: Mappi
     """Metrics with intervals per system and subset, plus the run facts and the caveats."""
     invented = {q.id: q.invented for q in questions}
     systems: dict[str, Any] = {}
+    judged_items: dict[str, dict[str, Judged]] = {}
     for spec in options.systems:
-        items = {}
+        items = judged_items[spec.name] = {}
         errors = fragments = 0
         for q in questions:
             record, judged = answers[spec.name].get(q.id), labels[spec.name].get(q.id)
@@ -315,6 +316,8 @@ def build_report(data: BioData, questions: Sequence[BioQuestion], answers: Mappi
             "bootstrap": {"resamples": options.n_resamples, "seed": options.seed, "level": 0.95},
         },
         "systems": systems,
+        "comparisons": R.comparisons(judged_items, invented, options.utility_rhos, n_resamples=options.n_resamples,
+                                     seed=options.seed),
         "caveats": [R.JUDGE_CAVEAT] if default_judge else [],
         "notes": [
             ("Claims the judge could not label are left out of accuracy and utility (column 'unjudged' in "

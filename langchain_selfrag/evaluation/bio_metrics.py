@@ -151,6 +151,24 @@ def bootstrap_intervals(items: Sequence[Judged], rhos: Sequence[float] = UTILITY
     return out
 
 
+def paired_difference(baseline: Sequence[Judged], system: Sequence[Judged], rho: float, *, n_resamples: int = 1000,
+                      seed: int = 0, level: float = 0.95) -> dict[str, float | int | list[float] | None]:
+    """Mean per-question U(system) - U(baseline) at ``rho`` over the same questions (paired, in order),
+    with a percentile bootstrap interval over questions, and how many questions went up or down."""
+    if len(baseline) != len(system):
+        raise ValueError(f"paired questions differ in number: {len(baseline)} vs {len(system)}")
+    diffs = np.array([question_utility(b, rho) - question_utility(a, rho) for a, b in zip(baseline, system)])
+    if not diffs.size:
+        return {"n": 0, "value": None, "ci95": None, "better": 0, "worse": 0}
+    ci = None
+    if n_resamples:
+        idx = np.random.default_rng(seed).integers(0, diffs.size, size=(n_resamples, diffs.size))
+        tail = 100.0 * (1.0 - level) / 2.0
+        ci = [float(x) for x in np.percentile(diffs[idx].mean(axis=1), [tail, 100.0 - tail])]
+    return {"n": int(diffs.size), "value": float(diffs.mean()), "ci95": ci,
+            "better": int((diffs > 0).sum()), "worse": int((diffs < 0).sum())}
+
+
 def metric_table(items: Sequence[Judged], rhos: Sequence[float] = UTILITY_RHOS, *, n_resamples: int = 1000,
                  seed: int = 0) -> dict[str, dict[str, float | list[float] | None]]:
     """``{metric: {"value": v, "ci95": [lo, hi] | None}}`` for ``items``."""

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .bio_metrics import Judged, metric_table, utility_key
+from .bio_metrics import Judged, metric_table, paired_difference, utility_key
 from .report import write_report as write_json_and_markdown
 
 SUBSETS = ("entities", "invented", "all")
@@ -46,6 +46,45 @@ def system_entry(items: Mapping[str, Judged], invented: Mapping[str, bool], rhos
     """Metrics with intervals on each subset for one system."""
     subsets = subset_items(items, invented)
     return {name: metric_table(subsets[name], rhos, n_resamples=n_resamples, seed=seed) for name in SUBSETS}
+
+
+def comparison_pairs(names: Sequence[str]) -> list[tuple[str, str]]:
+    """(baseline, system) pairs: Self-RAG against each of its restrained variants, the prompted model
+    against every other system that is neither Self-RAG nor safety-prompted (trained models, ReSearch)."""
+    pairs = [("selfrag", n) for n in names if n.startswith("selfrag_rho")] if "selfrag" in names else []
+    if "prompted" in names:
+        pairs += [("prompted", n) for n in names
+                  if n != "prompted" and not n.startswith("selfrag") and n != "safety_prompted"]
+    return pairs
+
+
+def comparisons(items: Mapping[str, Mapping[str, Judged]], invented: Mapping[str, bool], rhos: Sequence[float], *,
+                n_resamples: int, seed: int) -> list[dict[str, Any]]:
+    """Paired differences of U on the held-out entities both systems of a pair answered."""
+    out = []
+    for base, system in comparison_pairs(list(items)):
+        ids = [i for i in items[base] if i in items[system] and not invented.get(i)]
+        entry: dict[str, Any] = {"baseline": base, "system": system, "subset": "entities", "n": len(ids)}
+        for rho in rhos:
+            entry[utility_key(rho)] = paired_difference([items[base][i] for i in ids], [items[system][i] for i in ids],
+                                                        rho, n_resamples=n_resamples, seed=seed)
+        out.append(entry)
+    return out
+
+
+def comparison_table(rows: Sequence[Mapping[str, Any]], rhos: Sequence[float]) -> list[str]:
+    """Markdown rows of the paired differences: ΔU [interval] per rho, and up/down counts at the middle rho."""
+    if not rows:
+        return []
+    mid = utility_key(rhos[len(rhos) // 2]) if rhos else None
+    lines = ["| system − baseline | n | " + " | ".join(f"ΔU({r:g})" for r in rhos)
+             + (f" | better / worse at {mid.split('@')[1]} |" if mid else " |"),
+             "|---|---:|" + "---:|" * len(rhos) + ("---:|" if mid else "")]
+    for row in rows:
+        cells = [_cell(row.get(utility_key(r))) for r in rhos]
+        counts = f" {row[mid]['better']} / {row[mid]['worse']} |" if mid else ""
+        lines.append(f"| {row['system']} − {row['baseline']} | {row['n']} | " + " | ".join(cells) + " |" + counts)
+    return lines
 
 
 # -- Markdown -----------------------------------------------------------------------------------
@@ -115,6 +154,9 @@ def markdown_report(report: Mapping[str, Any]) -> str:
         "",
         *markdown_table(report["systems"], "invented", rhos, False),
     ]
+    if report.get("comparisons"):
+        lines += ["", "## Paired differences on the held-out entities (same questions, bootstrap 95% interval)", "",
+                  *comparison_table(report["comparisons"], rhos)]
     for name in report.get("plots", []):
         lines += ["", f"![{name}]({name})"]
     for note in report.get("notes", []):
