@@ -18,12 +18,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from cookbook.selfrag_smollm2.model_card import RESTRAINT_PLOT, RESTRAINT_REPORT, RESTRAINT_TRAINED
+from langchain_selfrag.evaluation.bio_report import PLOT_FILE
 from langchain_selfrag.evaluation.bio_systems import best_sample, load_research
 
 CARD = Path("langchain_selfrag/models/selfrag-smollm2-135m")
-REPORT = "restraint_eval.json"
-PLOT = "restraint_tradeoff.png"
-TRAINED = ("dpo", "sft", "rloo")
 
 
 def research_summary(path: Path) -> dict[str, Any] | None:
@@ -72,7 +71,7 @@ def recipe_block(run: Path, report: Mapping[str, Any]) -> dict[str, Any]:
         "policy_model_file": Path(model).name if model else None,
         "research": research_summary(run / "research.jsonl"),
         "research_eval": research_summary(run / "research_eval.jsonl"),
-        "training": {name: s for name in TRAINED if (s := training_summary(run / name))},
+        "training": {name: s for name in RESTRAINT_TRAINED if (s := training_summary(run / name))},
     }
 
 
@@ -83,11 +82,11 @@ def summarize(run: str | Path, card: str | Path = CARD) -> Path:
     if not report_path.is_file():
         raise SystemExit(f"{report_path} is missing: run cookbook/restraint_smollm2/run.sh first")
     report = json.loads(report_path.read_text())
-    out = card / REPORT
+    out = card / RESTRAINT_REPORT
     out.write_text(json.dumps({**report, "recipe": recipe_block(run, report)}, indent=1) + "\n")
-    plot = run / "eval" / "bio_tradeoff.png"
+    plot = run / "eval" / PLOT_FILE
     if plot.is_file():
-        shutil.copyfile(plot, card / PLOT)
+        shutil.copyfile(plot, card / RESTRAINT_PLOT)
     return out
 
 

@@ -387,9 +387,11 @@ def _phase1_minutes_of(root: Mapping[str, Any]) -> float:
 RESTRAINT_REPORT = "restraint_eval.json"
 #: Its trade-off plot (abstention vs accuracy across rho*, utility vs rho*), copied here.
 RESTRAINT_PLOT = "restraint_tradeoff.png"
+#: The trained restraint models the recipe can make (each a ``training.<name>`` output folder).
+RESTRAINT_TRAINED = ("dpo", "sft", "rloo")
 
 
-def _restraint(folder: Path) -> list[str]:
+def _restraint(folder: Path, rows: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
     """The self-restraint experiment (seed 004), from its ``selfrag eval bio`` report when present."""
     report = read_json(folder, RESTRAINT_REPORT)
     if not report.get("systems"):
@@ -398,7 +400,8 @@ def _restraint(folder: Path) -> list[str]:
 
     run = report.get("run") or {}
     rhos = run.get("utility_rhos", [])
-    rows, _ = load_versions(folder)
+    if rows is None:
+        rows, _ = load_versions(folder)
     note = " ".join(t for t in (recipe_text(report.get("recipe") or {}, rows),
                                 retrieval_text(report["systems"])) if t) or None
     return [
@@ -447,7 +450,7 @@ def recipe_text(recipe: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] = (
         beta = f", β {t['beta']:g}" if t.get("beta") is not None else ""
         parts.append(f"{name.upper()}: {t['steps']} steps × {t['batch']}, lr {t['learning_rate']:g}{beta}, "
                      f"{t['minutes']:g} min.")
-    missing = [n.upper() for n in ("dpo", "sft", "rloo") if n not in trained]
+    missing = [n.upper() for n in RESTRAINT_TRAINED if n not in trained]
     if missing:
         parts.append(f"Not trained in this run: {', '.join(missing)}.")
     return " ".join(parts)
@@ -589,7 +592,7 @@ def render(folder: str | Path) -> str:
         lines.append("")
     lines += _gaps(ev)
     lines += [
-        *_restraint(folder),
+        *_restraint(folder, rows),
         "## Limitations",
         "",
         f"* 135M parameters and about {generator_minutes:.0f} minutes of CPU training for the generator: answers are short extractive",

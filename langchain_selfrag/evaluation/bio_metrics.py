@@ -137,18 +137,25 @@ def bootstrap_intervals(items: Sequence[Judged], rhos: Sequence[float] = UTILITY
     if not items:
         return out
     cols = _columns(items, rhos)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(items), size=(n_resamples, len(items)))
-    values = _metrics(cols, idx, rhos)
-    tail = 100.0 * (1.0 - level) / 2.0
+    values = _metrics(cols, _resamples(len(items), n_resamples, seed), rhos)
     for key in keys:
         if key == "n":
             continue
         finite = values[key][~np.isnan(values[key])]
         if finite.size:
-            lo, hi = np.percentile(finite, [tail, 100.0 - tail])
-            out[key] = (float(lo), float(hi))
+            out[key] = _percentile_interval(finite, level)
     return out
+
+
+def _resamples(n: int, n_resamples: int, seed: int) -> np.ndarray:
+    """Question indices of ``n_resamples`` bootstrap resamples of ``n`` questions (with replacement)."""
+    return np.random.default_rng(seed).integers(0, n, size=(n_resamples, n))
+
+
+def _percentile_interval(values: np.ndarray, level: float) -> tuple[float, float]:
+    tail = 100.0 * (1.0 - level) / 2.0
+    lo, hi = np.percentile(values, [tail, 100.0 - tail])
+    return float(lo), float(hi)
 
 
 def paired_difference(baseline: Sequence[Judged], system: Sequence[Judged], rho: float, *, n_resamples: int = 1000,
@@ -162,9 +169,7 @@ def paired_difference(baseline: Sequence[Judged], system: Sequence[Judged], rho:
         return {"n": 0, "value": None, "ci95": None, "better": 0, "worse": 0}
     ci = None
     if n_resamples:
-        idx = np.random.default_rng(seed).integers(0, diffs.size, size=(n_resamples, diffs.size))
-        tail = 100.0 * (1.0 - level) / 2.0
-        ci = [float(x) for x in np.percentile(diffs[idx].mean(axis=1), [tail, 100.0 - tail])]
+        ci = list(_percentile_interval(diffs[_resamples(diffs.size, n_resamples, seed)].mean(axis=1), level))
     return {"n": int(diffs.size), "value": float(diffs.mean()), "ci95": ci,
             "better": int((diffs > 0).sum()), "worse": int((diffs < 0).sum())}
 
