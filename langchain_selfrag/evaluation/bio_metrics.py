@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..restraint.utility import lam, utility
+from . import bootstrap
 
 #: Target accuracies the utility is always reported at.
 UTILITY_RHOS: tuple[float, ...] = (0.2, 0.5, 0.8)
@@ -137,41 +138,23 @@ def bootstrap_intervals(items: Sequence[Judged], rhos: Sequence[float] = UTILITY
     if not items:
         return out
     cols = _columns(items, rhos)
-    values = _metrics(cols, _resamples(len(items), n_resamples, seed), rhos)
+    values = _metrics(cols, bootstrap.resample_indices(len(items), n_resamples, seed), rhos)
     for key in keys:
         if key == "n":
             continue
         finite = values[key][~np.isnan(values[key])]
         if finite.size:
-            out[key] = _percentile_interval(finite, level)
+            out[key] = bootstrap.percentile_interval(finite, level)
     return out
-
-
-def _resamples(n: int, n_resamples: int, seed: int) -> np.ndarray:
-    """Question indices of ``n_resamples`` bootstrap resamples of ``n`` questions (with replacement)."""
-    return np.random.default_rng(seed).integers(0, n, size=(n_resamples, n))
-
-
-def _percentile_interval(values: np.ndarray, level: float) -> tuple[float, float]:
-    tail = 100.0 * (1.0 - level) / 2.0
-    lo, hi = np.percentile(values, [tail, 100.0 - tail])
-    return float(lo), float(hi)
 
 
 def paired_difference(baseline: Sequence[Judged], system: Sequence[Judged], rho: float, *, n_resamples: int = 1000,
                       seed: int = 0, level: float = 0.95) -> dict[str, float | int | list[float] | None]:
     """Mean per-question U(system) - U(baseline) at ``rho`` over the same questions (paired, in order),
     with a percentile bootstrap interval over questions, and how many questions went up or down."""
-    if len(baseline) != len(system):
-        raise ValueError(f"paired questions differ in number: {len(baseline)} vs {len(system)}")
-    diffs = np.array([question_utility(b, rho) - question_utility(a, rho) for a, b in zip(baseline, system)])
-    if not diffs.size:
-        return {"n": 0, "value": None, "ci95": None, "better": 0, "worse": 0}
-    ci = None
-    if n_resamples:
-        ci = list(_percentile_interval(diffs[_resamples(diffs.size, n_resamples, seed)].mean(axis=1), level))
-    return {"n": int(diffs.size), "value": float(diffs.mean()), "ci95": ci,
-            "better": int((diffs > 0).sum()), "worse": int((diffs < 0).sum())}
+    return bootstrap.paired_difference([question_utility(a, rho) for a in baseline],
+                                       [question_utility(b, rho) for b in system],
+                                       n_resamples=n_resamples, seed=seed, level=level)
 
 
 def metric_table(items: Sequence[Judged], rhos: Sequence[float] = UTILITY_RHOS, *, n_resamples: int = 1000,
