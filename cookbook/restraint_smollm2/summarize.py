@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from cookbook.selfrag_smollm2.model_card import RESTRAINT_PLOT, RESTRAINT_REPORT, RESTRAINT_TRAINED
+from langchain_selfrag.bundled import bundle_dir
 from langchain_selfrag.evaluation.bio_report import PLOT_FILE
 from langchain_selfrag.evaluation.bio_systems import best_sample, load_research
 
-CARD = Path("langchain_selfrag/models/selfrag-smollm2-135m")
+CARD = bundle_dir()
 
 
 def research_summary(path: Path) -> dict[str, Any] | None:

@@ -25,9 +25,9 @@ from typing import Any
 
 #: Schema tag of a ``versions.json`` row made by :func:`version_row`.
 VERSIONS_SCHEMA = "selfrag-smollm2-versions/1"
-#: A build's artefacts a row is made from (hashed into the row's ``sources``).
 #: The same chain evaluation on every answerable question of the held-out articles (no untrained-base runs).
 FULL_EVAL = "eval_full.json"
+#: A build's artefacts a row is made from (hashed into the row's ``sources``).
 ARTEFACTS = ("eval.json", "generator_phase1_training.json", "selfrag_training.json", "critic_training.json", "split.json")
 #: ``figures()["evaluation"]`` of a report measured through SelfRAGChain.
 CHAIN = "SelfRAGChain"
@@ -249,10 +249,7 @@ def _quality(folder: Path, ev: Mapping[str, Any]) -> list[str]:
             f"Wall time {_f(ev.get('seconds'), 0)} s."),
             "",
         ]
-    lines += ["| acceptance bar | value | bar | status |", "|---|---|---|---|"]
-    for row in acceptance(ev):
-        lines.append(f"| {row['label']} | {row['shown']} | {row['bar']} | {row['status']} |")
-    lines += [""]
+    lines += [*_acceptance_table(ev), ""]
     if fig["evaluation"] == CHAIN:
         issup = chain.get("issup") or {}
         isrel = chain.get("isrel") or {}
@@ -304,11 +301,17 @@ def _quality(folder: Path, ev: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _acceptance_table(ev: Mapping[str, Any]) -> list[str]:
+    """The acceptance bars of ``ev`` as a markdown table."""
+    return ["| acceptance bar | value | bar | status |", "|---|---|---|---|",
+            *[f"| {row['label']} | {row['shown']} | {row['bar']} | {row['status']} |" for row in acceptance(ev)]]
+
+
 def _full_heldout(full: Mapping[str, Any], sample_n: int | None) -> list[str]:
     """The chain figures on every answerable held-out question (``eval_full.json``), when shipped."""
-    if not full or figures(full)["evaluation"] != CHAIN:
+    fig = figures(full) if full else {}
+    if fig.get("evaluation") != CHAIN:
         return []
-    fig = figures(full)
     chain = full.get("chain") or {}
     paired = (full.get("match") or {}).get("paired") or {}
     model = full.get("model") if isinstance(full.get("model"), Mapping) else {}
@@ -319,9 +322,7 @@ def _full_heldout(full: Mapping[str, Any], sample_n: int | None) -> list[str]:
          f"model file `{model.get('file')}`; the untrained-SmolLM2 runs left out). The {sample_n} questions above are "
          "a sample of these; where the two differ, this is the better estimate."),
         "",
-        "| acceptance bar | value | bar | status |",
-        "|---|---|---|---|",
-        *[f"| {row['label']} | {row['shown']} | {row['bar']} | {row['status']} |" for row in acceptance(full)],
+        *_acceptance_table(full),
         "",
         "| figure (through the chain) | value |",
         "|---|---|",
@@ -366,9 +367,9 @@ def _gaps(ev: Mapping[str, Any], full: Mapping[str, Any] | None = None) -> list[
     lines = ["## Open gaps", ""]
     lines += [f"* {b['label']}: {b['shown']}, bar {b['bar']}." for b in missed]
     lines += [f"* {b['label']}: not measured through the chain." for b in unmeasured]
-    if full and figures(full)["evaluation"] == CHAIN:
-        n = figures(full)["n"]
-        lines += [f"* On all {n} held-out questions ({FULL_EVAL}): {b['label']}: {b['shown']}, bar {b['bar']}."
+    full_fig = figures(full) if full else {}
+    if full_fig.get("evaluation") == CHAIN:
+        lines += [f"* On all {full_fig['n']} held-out questions ({FULL_EVAL}): {b['label']}: {b['shown']}, bar {b['bar']}."
                   for b in acceptance(full) if b["met"] is False]
     ci = ((ev.get("chain") or {}).get("isrel") or {}).get("auc_ci95")
     isrel_bar = next(b for b in ACCEPTANCE if b.key == "isrel_auc")

@@ -119,16 +119,12 @@ def main(argv=None) -> int:
                  "shipped q8_0": compare_backends(hf, shipped, prompts)}
     (run / "backend_agreement.json").write_text(json.dumps(agreement, indent=1))
     print(json.dumps(agreement, indent=1))
-    if not args.skip_eval or evaluated_file(run) != shipped.name:
-        from .evaluate import main as evaluate_main
+    from .evaluate import main as evaluate_main
 
-        evaluate_main(["--bundle", str(staging), "--run", str(run), "--data", str(data), "--threads", str(args.threads)])
-    if not args.skip_eval or evaluated_file(run, FULL_EVAL) != shipped.name:
-        from .evaluate import main as evaluate_main
-
-        evaluate_main(["--bundle", str(staging), "--run", str(run), "--data", str(data), "--threads", str(args.threads),
-                       "--n", "100000", "--skip-base", "--out", str(run / FULL_EVAL)])
-    for report in ("eval.json", FULL_EVAL):
+    common = ["--bundle", str(staging), "--run", str(run), "--data", str(data), "--threads", str(args.threads)]
+    for report, extra in (("eval.json", []), (FULL_EVAL, ["--n", "100000", "--skip-base", "--out", str(run / FULL_EVAL)])):
+        if not args.skip_eval or evaluated_file(run, report) != shipped.name:
+            evaluate_main(common + extra)
         if evaluated_file(run, report) != shipped.name:
             raise SystemExit(f"{run / report} did not measure the shipped GGUF {shipped.name}; not shipping")
     folder = bundled.bundle_dir()
