@@ -136,3 +136,28 @@ def test_paired_match_difference_compares_the_same_questions():
     d = paired_match_difference(top1, selfrag)
     assert d["n"] == 4 and d["value"] == pytest.approx(0.0) and (d["better"], d["worse"]) == (1, 1)
     assert d["ci95"][0] < 0 < d["ci95"][1]
+
+
+def test_hybrid_retrieval_finds_what_bm25_alone_misses():
+    """Real MiniLM + in-memory Chroma fused with BM25: a paraphrase with no shared word still finds
+    its passage, a rare name still finds its own, and plain RAG top-1 reads the fused first."""
+    from cookbook.selfrag_smollm2.evaluate import build_retriever, top_passage
+    from langchain_selfrag.fusion import FusionRetriever
+    from training.bm25 import BM25Retriever
+
+    passages = [
+        Passage("otter", "Drennick Marsh", "Drennick Marsh is home to the spotted fen-otter, a small mammal that hunts eels at night."),
+        Passage("quist", "Velmora lighthouse", "Ansel Quist kept the Velmora lighthouse log entirely in green ink from 1871."),
+        Passage("tax", "Orlan tariffs", "The Orlan salt tariff of 1790 was repealed when merchants petitioned the council."),
+        Passage("bell", "Harrowgate bells", "The eight bells of Harrowgate were recast in 1902 by a foundry in Leeds."),
+    ]
+    bm25 = BM25Retriever(passages)
+    paraphrase = "Which creature catches fish after dark in the wetland?"
+    assert bm25(paraphrase, 4) == []  # no word in common
+    assert isinstance(build_retriever("bm25", bm25, passages), BM25DocumentRetriever)
+    hybrid = build_retriever("hybrid", bm25, passages)
+    assert isinstance(hybrid, FusionRetriever)
+    assert hybrid.model_copy(update={"k": 1}).invoke(paraphrase)[0].metadata["id"] == "otter"
+    assert top_passage(hybrid)("What colour of ink did Ansel Quist use?").id == "quist"
+    with pytest.raises(ValueError, match="unknown retrieval"):
+        build_retriever("splade", bm25, passages)

@@ -111,11 +111,11 @@ def test_card_shows_the_chain_figures_bars_and_builds(tmp_path):
     assert "Build **v3**." in card
     assert "| IsRel ROC AUC (chain trace) | 0.910 | ≥ 0.90 | met |" in card
     assert "| abstained or empty answers on answerable questions | 2.0% | ≤ 3% | met |" in card
-    assert "(untrained SmolLM2, top BM25 passage) | 0.600 | ≥ 0.56 + 0.05 | **missed** |" in card
-    assert "| v2 | separate loop (pre-chain), n=100 | 400 + 500 steps, 50 min | 0.470 | n/a |" in card
-    assert "| v3 (this build) | SelfRAGChain, n=50 |" in card
+    assert "(untrained SmolLM2, top passage) | 0.600 | ≥ 0.56 + 0.05 | **missed** |" in card
+    assert "| v2 | separate loop (pre-chain), bm25, n=100 | 400 + 500 steps, 50 min | 0.470 | n/a |" in card
+    assert "| v3 (this build) | SelfRAGChain, bm25, n=50 |" in card
     assert "* 1 × the model produced no answer text" in card
-    assert "reaches below 0.90" in card and "top BM25 passage): 0.600, bar ≥ 0.56 + 0.05." in card
+    assert "reaches below 0.90" in card and "top passage): 0.600, bar ≥ 0.56 + 0.05." in card
     assert "not checked here" in card  # no adapter in the fixture folder to build a GGUF from
     assert "| top-1, this model |" in card
     assert "Self-RAG − this" not in card  # no paired differences in this report
@@ -140,6 +140,29 @@ def test_card_shows_the_chain_figures_bars_and_builds(tmp_path):
     assert "| v2 (this build) |" in card and "Build **v2**." in card
     write(folder, "eval.json", LEGACY_EVAL | {"seconds": 1.0})
     assert "(this build)" not in render(folder)  # no row was made from this eval.json
+
+
+def test_card_names_the_retriever_and_warns_when_builds_differ_in_it(tmp_path):
+    old = tmp_path / "old"
+    old.mkdir()
+    build_folder(old, chain_eval())  # a report from before --retrieval: BM25
+    folder = tmp_path / "new"
+    folder.mkdir()
+    build_folder(folder, chain_eval() | {"retrieval": "hybrid"})
+    add_build(folder, "v4", old)
+    add_build(folder, "v4-hybrid")
+    card = render(folder)
+    assert "with hybrid retrieval (BM25 and the Chroma/MiniLM store of `selfrag index`" in card
+    assert "| v4 | SelfRAGChain, bm25, n=50 |" in card and "| v4-hybrid (this build) | SelfRAGChain, hybrid, n=50 |" in card
+    assert "measured with different retrievers" in card
+    # the full held-out section shows plain RAG top-1 when the report has it, and says so when not
+    write(folder, "eval_full.json", chain_eval(base=0.4) | {"retrieval": "hybrid"})
+    card = render(folder)
+    assert "untrained-SmolLM2 runs left out" not in card
+    assert card.count("| … untrained SmolLM2 with the top passage (plain RAG top-1) | 0.400 |") == 1
+    no_base = chain_eval() | {"match": {k: v for k, v in chain_eval()["match"].items() if k != "base_with_top1_passage"}}
+    write(folder, "eval_full.json", no_base)
+    assert "untrained-SmolLM2 runs left out" in render(folder)
 
 
 def test_package_refuses_an_evaluation_of_another_file(tmp_path):

