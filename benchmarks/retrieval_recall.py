@@ -2,9 +2,9 @@
 
 For every answerable question of the bundled model's training articles (where the retriever was
 chosen) and of its held-out articles, whether a gold passage is among the top 1 and top 5 of:
-``bm25`` (``training.bm25``), ``dense`` (the in-memory Chroma + MiniLM store of
-``cookbook/selfrag_smollm2/evaluate.py``) and ``hybrid`` (both through
-:class:`langchain_selfrag.fusion.FusionRetriever`, the evaluation's default). All three are the
+``bm25`` (``training.bm25``), ``dense`` (the Chroma + MiniLM store of
+``cookbook/selfrag_smollm2/evaluate.py``, kept in the model cache) and ``hybrid`` (both through
+:class:`langchain_selfrag.fusion.FusionRetriever`, the evaluation's ``--retrieval hybrid``). All three are the
 LangChain retrievers the evaluation uses, called as the chain calls them.
 
     python benchmarks/retrieval_recall.py [--data ../shared/data] [--split PATH]
@@ -45,7 +45,7 @@ def main() -> None:
     split = json.loads(Path(args.split).read_text())
     corpus = load_squad(squad, max_passage_chars=split["max_passage_chars"])
     lexical = BM25DocumentRetriever(bm25=BM25Retriever(corpus.passages))
-    dense = dense_store(corpus.passages).as_retriever()
+    dense = dense_store(corpus.passages, bundled.cache_dir() / "retrieval_recall").as_retriever()
     retrievers = {"bm25": lexical, "dense": dense, "hybrid": FusionRetriever(sources=[lexical, dense])}
     print(f"{len(corpus.passages)} passages; recall = a gold passage among the top k")
     for part in ("train_articles", "heldout_articles"):

@@ -19,19 +19,17 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, model_validator
 
-from .retrieval import afetch_documents, fetch_documents
+from .retrieval import afetch_documents, chunk_id, fetch_documents
 
 #: The rank offset of the RRF paper (rank 1 scores 1/61).
 RRF_K = 60
 
 
 def document_key(doc: Document) -> str:
-    """What makes two retrieved documents the same: ``metadata["id"]`` when set, else source,
-    chunk number and text."""
+    """What makes two retrieved documents the same: ``metadata["id"]`` when set, else the store's
+    :func:`~langchain_selfrag.retrieval.chunk_id` (source, chunk number and text)."""
     meta = doc.metadata or {}
-    if meta.get("id") is not None:
-        return f"id:{meta['id']}"
-    return f"text:{meta.get('source', '')}\x00{meta.get('chunk', '')}\x00{doc.page_content}"
+    return f"id:{meta['id']}" if meta.get("id") is not None else f"chunk:{chunk_id(doc)}"
 
 
 def reciprocal_rank_fusion(rankings: Sequence[Sequence[Document]], *, weights: Sequence[float] | None = None,
@@ -58,9 +56,7 @@ def reciprocal_rank_fusion(rankings: Sequence[Sequence[Document]], *, weights: S
             seen.add(key)
             first.setdefault(key, doc)
             scores[key] = scores.get(key, 0.0) + weight / (rrf_k + rank)
-    keys = list(first)
-    order = sorted(range(len(keys)), key=lambda i: -scores[keys[i]])
-    return [first[keys[i]] for i in order]
+    return [first[key] for key in sorted(first, key=lambda key: -scores[key])]  # stable: ties keep first-seen order
 
 
 class FusionRetriever(BaseRetriever):

@@ -138,7 +138,7 @@ def test_paired_match_difference_compares_the_same_questions():
     assert d["ci95"][0] < 0 < d["ci95"][1]
 
 
-def test_hybrid_retrieval_finds_what_bm25_alone_misses():
+def test_hybrid_retrieval_finds_what_bm25_alone_misses(tmp_path):
     """Real MiniLM + in-memory Chroma fused with BM25: a paraphrase with no shared word still finds
     its passage, a rare name still finds its own, and plain RAG top-1 reads the fused first."""
     from cookbook.selfrag_smollm2.evaluate import build_retriever, top_passage
@@ -154,10 +154,10 @@ def test_hybrid_retrieval_finds_what_bm25_alone_misses():
     bm25 = BM25Retriever(passages)
     paraphrase = "Which creature catches fish after dark in the wetland?"
     assert bm25(paraphrase, 4) == []  # no word in common
-    assert isinstance(build_retriever("bm25", bm25, passages), BM25DocumentRetriever)
-    hybrid = build_retriever("hybrid", bm25, passages)
+    assert isinstance(build_retriever("bm25", bm25, passages, tmp_path), BM25DocumentRetriever)
+    hybrid = build_retriever("hybrid", bm25, passages, tmp_path)
     assert isinstance(hybrid, FusionRetriever)
     assert hybrid.model_copy(update={"k": 1}).invoke(paraphrase)[0].metadata["id"] == "otter"
     assert top_passage(hybrid)("What colour of ink did Ansel Quist use?").id == "quist"
     with pytest.raises(ValueError, match="unknown retrieval"):
-        build_retriever("splade", bm25, passages)
+        build_retriever("splade", bm25, passages, tmp_path)

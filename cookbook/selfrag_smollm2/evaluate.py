@@ -37,7 +37,6 @@ import json
 import random
 import sys
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -95,24 +94,17 @@ class BM25DocumentRetriever(BaseRetriever):
 RETRIEVALS = ("bm25", "hybrid")
 
 
-def dense_store(passages: Sequence[Passage]) -> Any:
-    """An in-memory Chroma collection of ``passages`` with the offline MiniLM embeddings of ``selfrag index``."""
-    from langchain_chroma import Chroma
+def dense_store(passages: Sequence[Passage], directory: Path) -> Any:
+    """The MiniLM Chroma store of ``passages`` that ``selfrag eval`` pools (built once under ``directory``)."""
+    from langchain_selfrag.evaluation import loaders
+    from langchain_selfrag.evaluation.retrieval import default_embeddings, pooled_store
 
-    from langchain_selfrag.retrieval import default_embeddings
-
-    # a fresh name per call: in-memory Chroma collections are shared across a process
-    store = Chroma(collection_name=f"passages-{uuid.uuid4().hex}", embedding_function=default_embeddings(),
-                   collection_metadata={"hnsw:space": "cosine"})
-    docs = [passage_document(p) for p in passages]
-    for start in tqdm(range(0, len(docs), 256), desc="embed passages", unit="batch", file=sys.stderr):
-        batch = docs[start : start + 256]
-        store.add_documents(batch, ids=[d.metadata["id"] for d in batch])
-    return store
+    return pooled_store([loaders.Passage(p.title, p.text, p.id) for p in passages], directory, default_embeddings())
 
 
-def build_retriever(kind: str, bm25: Any, passages: Sequence[Passage]) -> BaseRetriever:
-    """The evaluation's LangChain retriever: ``bm25`` alone, or ``hybrid`` (BM25 + dense, RRF)."""
+def build_retriever(kind: str, bm25: Any, passages: Sequence[Passage], store_dir: Path) -> BaseRetriever:
+    """The evaluation's LangChain retriever: ``bm25`` alone, or ``hybrid`` (BM25 + dense, RRF; the
+    dense store kept under ``store_dir``)."""
     lexical = BM25DocumentRetriever(bm25=bm25)
     if kind == "bm25":
         return lexical
@@ -120,7 +112,7 @@ def build_retriever(kind: str, bm25: Any, passages: Sequence[Passage]) -> BaseRe
         raise ValueError(f"unknown retrieval {kind!r}: choose one of {RETRIEVALS}")
     from langchain_selfrag.fusion import FusionRetriever
 
-    return FusionRetriever(sources=[lexical, dense_store(passages).as_retriever()])
+    return FusionRetriever(sources=[lexical, dense_store(passages, store_dir).as_retriever()])
 
 
 def top_passage(retriever: BaseRetriever) -> Callable[[str], Passage]:
@@ -446,7 +438,8 @@ def main(argv=None) -> int:
     model = _timed(stages, "build_model", lambda: resolve_model(args.model, args.bundle))
     options = {"n_threads": args.threads} if model["path"].endswith(".gguf") else {"device": "cpu"}
     lm = load_reflection_lm(model["path"], **options)
-    retriever = _timed(stages, "build_retriever", lambda: build_retriever(args.retrieval, bm25, corpus.passages))
+    retriever = _timed(stages, "build_retriever", lambda: build_retriever(args.retrieval, bm25, corpus.passages,
+                                                                                  out_path.parent / "chroma"))
     config = SelfRAGConfig()
     report: dict[str, Any] = {"schema": EVAL_SCHEMA, "model": model, "split": str(split_path), "retrieval": args.retrieval,
                               "heldout_articles": split["heldout_articles"], "seed": args.seed,
@@ -465,8 +458,9 @@ def main(argv=None) -> int:
     base = None if args.skip_base else Path(args.base) if args.base else smollm2_gguf_path()
     bp: list[dict] = []
     if base is not None:
-        bp = _timed(stages, "base_top1", lambda: base_answers(base, mq, top_passage(retriever), with_passage=True, threads=args.threads))
-        bc = _timed(stages, "base_closed_book", lambda: base_answers(base, mq, top_passage(retriever), with_passage=False, threads=args.threads))
+        top1 = top_passage(retriever)
+        bp = _timed(stages, "base_top1", lambda: base_answers(base, mq, top1, with_passage=True, threads=args.threads))
+        bc = _timed(stages, "base_closed_book", lambda: base_answers(base, mq, top1, with_passage=False, threads=args.threads))
         report["match"]["base_with_top1_passage"] = _match(bp)
         report["match"]["base_closed_book"] = _match(bc)
         report["match"]["paired"]["selfrag_vs_base_top1"] = paired_match_difference(bp, sr_records)
