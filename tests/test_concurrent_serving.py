@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -56,10 +57,26 @@ def test_a_slow_or_failing_query_does_not_stall_the_others():
     assert slow_result["answer"] == "an answer"
 
 
+@dataclass(eq=False)
+class SlowFakeLM(FakeReflectionLM):
+    """A scripted model whose every call takes ``delay`` seconds, as a real one does: requests that
+    arrive meanwhile wait in the scheduler's queue, so merging does not depend on thread timing."""
+
+    delay: float = 0.05
+
+    def candidate_probs(self, *args: Any, **kwargs: Any) -> list[dict[str, float]]:
+        time.sleep(self.delay)
+        return super().candidate_probs(*args, **kwargs)
+
+    def generate(self, *args: Any, **kwargs: Any) -> list[Any]:
+        time.sleep(self.delay)
+        return super().generate(*args, **kwargs)
+
+
 def test_distinct_questions_get_their_own_passages_when_batched():
-    """Fake model, real scheduler: every answer is built from its own question's passage."""
-    lm = FakeReflectionLM(retrieve=0.9, default=FakeSegment("generic", isrel=0.9, issup="full"),
-                          passages={f"topic{i}": FakeSegment(f"answer {i}", isrel=0.95, issup="full") for i in range(6)})
+    """Scripted model, real scheduler: every answer is built from its own question's passage."""
+    lm = SlowFakeLM(retrieve=0.9, default=FakeSegment("generic", isrel=0.9, issup="full"),
+                    passages={f"topic{i}": FakeSegment(f"answer {i}", isrel=0.95, issup="full") for i in range(6)})
 
     class Echo(BaseRetriever):
         def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:

@@ -195,6 +195,24 @@ def test_package_ships_the_packed_adapter_and_the_measurements(tmp_path):
                                                   "generator_phase1_training.json"}
     assert (folder / "selfrag_training.json").read_text() == "packed selfrag_training.json"
     assert (folder / "generator_phase1_training.json").read_text() == "generator/adapter/selfrag_training.json"
+    # quantisation reports: this build's are shipped, an earlier build's are removed
+    (run / "eval_full_iq4_nl.json").write_text("iq4_nl")
+    (folder / "eval_full_q4_0.json").write_text("an earlier build's")
+    ship(run, staging, run / "generator2", folder, phase2=True, quants=["iq4_nl"])
+    assert (folder / "eval_full_iq4_nl.json").read_text() == "iq4_nl" and not (folder / "eval_full_q4_0.json").exists()
+
+
+def test_card_compares_quantisations_from_their_reports(tmp_path):
+    build_folder(tmp_path, chain_eval())
+    assert "### Quantisation" not in render(tmp_path)
+    write(tmp_path, "eval_full.json", chain_eval(match=0.54))
+    write(tmp_path, "eval_full_iq4_nl.json", chain_eval(match=0.46, isrel=0.92) | {"model": {"file": "q4.gguf", "sha256": "ab" * 32}})
+    write(tmp_path, "eval_full_q4_0.json", LEGACY_EVAL)  # not a chain report: left out
+    card = render(tmp_path)
+    assert "### Quantisation" in card
+    assert "| q8_0 (`selfrag-smollm2-135m-abc.gguf`, sha256 ffffffffffff) | 0.540 |" in card
+    assert "| iq4_nl (`q4.gguf`, sha256 abababababab) | 0.460 | 0.500 | n/a | 0.920 | 0.800 |" in card
+    assert "| q4_0 " not in card
 
 
 def test_lineage_of_continued_builds_sums_each_phase_2_once():

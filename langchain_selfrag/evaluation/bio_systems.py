@@ -243,7 +243,7 @@ def adapter_fingerprint(adapter: Path, base: str) -> str:
 
 def adapter_gguf(adapter: str | Path, *, cache: Path | None = None) -> Path:
     """A training adapter folder merged onto its base model (``selfrag_training.json`` ``base_model``)
-    and written as a Q8_0 GGUF into the model cache, as the bundled model is built; cached by the
+    and written as a Q8_0 GGUF into the model cache by the bundled model's writer; cached by the
     adapter's fingerprint. Needs the ``transformers`` extra."""
     from ..bundled import build_model, cache_dir
     from ..gguf_export import write_gguf
@@ -261,7 +261,7 @@ def adapter_gguf(adapter: str | Path, *, cache: Path | None = None) -> Path:
         return target
     model, tokenizer = build_model(folder, base_path if base_path.exists() else base)  # type: ignore[arg-type]
     source = base_path if base_path.suffix == ".gguf" else None
-    return write_gguf(model, tokenizer, target, source_gguf=source, name=f"selfrag-{folder.name}")
+    return write_gguf(model, tokenizer, target, source_gguf=source, outtype="q8_0", name=f"selfrag-{folder.name}")
 
 
 def model_path(path: str) -> str:
