@@ -30,10 +30,9 @@ MODEL_NAME = "selfrag-smollm2-135m"
 ADAPTER_FILE = "adapter_model.safetensors"
 CONFIG_FILE = "adapter_config.json"
 META_FILE = "selfrag_training.json"
-#: Quantisation of the built GGUF. Q8_0: the 4-bit types llama.cpp runs fastest on CPU cost this
-#: 135M model too much (all 641 held-out SQuAD questions, build v4: answer match 0.538 in Q8_0,
-#: 0.456 in IQ4_NL, 0.479 in Q4_0), though they read prompts 1.25x faster. Other types:
-#: ``python -m langchain_selfrag.bundled --outtype``.
+#: Quantisation of the built GGUF. Q8_0: this 135M model answers clearly worse in the 4-bit types
+#: llama.cpp runs fastest on CPU (the model card's quantisation table, made by ``package.py
+#: --compare-quant``). Other types: ``python -m langchain_selfrag.bundled --outtype``.
 OUTTYPE = "q8_0"
 
 log = logging.getLogger(__name__)

@@ -9,8 +9,8 @@
 3. run :mod:`cookbook.selfrag_smollm2.evaluate` through ``SelfRAGChain`` on that shipped GGUF: the
    sampled questions with every comparison system (``RUN/eval.json``), then every answerable
    held-out question with the untrained base's plain RAG top-1 but not its closed-book run
-   (``RUN/eval_full.json``); ``--skip-eval`` reuses
-   either report when it already measured this very file. ``--compare-quant iq4_nl q4_0`` also
+   (``RUN/eval_full.json``); ``--skip-eval`` reuses either report when it already measured this
+   very file. ``--compare-quant iq4_nl q4_0`` also
    evaluates the same adapter built in those 4-bit types on every held-out question
    (``RUN/eval_full_TYPE.json``, reused under ``--skip-eval`` when it measured a file with the same
    SHA-256), for the card's quantisation table;
