@@ -12,12 +12,15 @@ A pass = the retrieve decision for a question, then for each of 5 passages (100-
             probabilities at all (the floor for sequential decoding).
 
 The three are interleaved over rounds so background load hits them alike (the slow anchor runs
-in the first ``--anchor-repeats`` rounds only); medians are printed. Then the transformers backend: the K=5 passage prompts in one padded batch against 5
-sequential calls. The last lines are ``speedup_vs_full_vocab`` (b/a),
-``overhead_vs_plain`` (a'/c: the critique machinery alone, both sequential) and
-``batched_vs_sequential_plain`` (a/c: the batched critique pass against sequential plain generation)
-and ``prefill_floor_vs_sequential_plain`` (a with one new token, against c: the prompt work that
-batching cannot share, a floor under ``batched_vs_sequential_plain`` on this machine).
+in the first ``--anchor-repeats`` rounds only); medians are printed. Then the transformers
+backend: the K=5 passage prompts in one padded batch against 5 sequential calls. The last lines
+are ``speedup_vs_full_vocab`` (b/a), ``overhead_vs_plain`` (a'/c: the critique machinery alone,
+both sequential), ``batched_vs_sequential_plain`` (a/c: the batched critique pass against
+sequential plain generation), ``prefill_floor_vs_sequential_plain`` (a with one new token,
+against c: the prompt work that batching cannot share, a floor under
+``batched_vs_sequential_plain`` on this machine) and ``anchor_vs_plain`` (b/c: the
+``speedup_vs_full_vocab`` that a critique pass with no overhead at all would reach if it decoded
+the prompts one after another; only batching can take (a) beyond it).
 
     python benchmarks/critique_speed.py [--model PATH.gguf | --quant q4_1|q8_0|iq4_nl|q4_0] [--threads N]
                                         [--repeats 5] [--skip-transformers]
@@ -247,6 +250,7 @@ def main() -> None:
     print(f"overhead_vs_plain: {med['ours_sequential'] / med['plain']:.3f}")
     print(f"batched_vs_sequential_plain: {med['ours'] / med['plain']:.3f}")
     print(f"prefill_floor_vs_sequential_plain: {med['ours_prefill'] / med['plain']:.3f}")
+    print(f"anchor_vs_plain: {med['anchor'] / med['plain']:.2f}")
 
 
 if __name__ == "__main__":

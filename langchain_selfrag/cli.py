@@ -226,10 +226,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _silence_loading_bars() -> None:
+    """``--quiet`` also means no progress bars from Hugging Face model loading (e.g. the MiniLM embeddings)."""
+    try:
+        from transformers.utils import logging as transformers_logging
+    except ImportError:
+        return
+    transformers_logging.disable_progress_bar()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``selfrag`` console script."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "quiet", False):
+        _silence_loading_bars()
     try:
         return int(args.func(args) or 0)
     except (SelfRAGError, ConfigError) as exc:

@@ -109,6 +109,7 @@ def test_index_skips_bad_files_and_lists_them(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "indexed 1 file(s) into 1 chunk(s)" in done.stdout
     assert "skipped 2 file(s):" in done.stderr and "Traceback" not in done.stderr
+    assert "Loading weights" not in done.stderr  # --quiet: no bar from loading the embedding model either
     assert f"{root / 'broken.jsonl'}: line 2: invalid JSON" in done.stderr
     assert f"{root / 'wrong.jsonl'}: line 1: expected an object with a 'text' field" in done.stderr
 
