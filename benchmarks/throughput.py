@@ -9,7 +9,10 @@ many answers equal the sequential ones.
 
     python benchmarks/throughput.py                      # bundled model over docs/, concurrency 1, 4, 8
     python benchmarks/throughput.py --queries 16 --concurrency 4,8,16 --model path/to/selfrag.gguf
-    python benchmarks/throughput.py --json results.json
+    python benchmarks/throughput.py --threads 1 --json benchmarks/results/throughput.json
+
+``--json PATH`` writes the figures with the machine, date, command line and versions
+(``benchmarks/record.py``); the README's throughput tables come from ``benchmarks/results/throughput*.json``.
 
 Per-query latency inside ``batch`` is measured with a callback on each top-level chain run, so it
 includes the time a query waits for the model.
@@ -19,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 import tempfile
@@ -35,6 +37,8 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from langchain_core.callbacks import BaseCallbackHandler  # noqa: E402
+
+from benchmarks.record import Run  # noqa: E402
 
 QUESTIONS = [
     "What are reflection tokens?",
@@ -176,7 +180,8 @@ def measure(name: str, concurrency: int, run: Any, n: int) -> dict[str, Any]:
     }
 
 
-def build_chain(args: argparse.Namespace, store_dir: Path) -> tuple[Any, dict[str, int]]:
+def build_chain(args: argparse.Namespace, store_dir: Path) -> tuple[Any, Any, str]:
+    """The chain over a fresh store of ``args.corpus``, the index statistics and the model's name."""
     from langchain_selfrag.bundled import default_model_path
     from langchain_selfrag.chain import SelfRAGChain
     from langchain_selfrag.lm import load_reflection_lm
@@ -189,7 +194,7 @@ def build_chain(args: argparse.Namespace, store_dir: Path) -> tuple[Any, dict[st
         raise SystemExit("no model: pass --model (the bundled model could not be built here)")
     lm = load_reflection_lm(model, **({"n_threads": args.threads} if args.threads else {}))
     chain = SelfRAGChain.from_retriever(lm, store, k=args.k, mode=args.mode, max_new_tokens=args.max_new_tokens)
-    return chain, stats
+    return chain, stats, Path(str(model)).name
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,8 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", default="always", choices=("adaptive", "always", "never"))
     parser.add_argument("--max-new-tokens", type=int, default=32, help="tokens per segment (default 32)")
     parser.add_argument("--threads", type=int, help="llama.cpp threads (default: the backend's)")
-    parser.add_argument("--json", help="also write the figures to this JSON file")
+    parser.add_argument("--json", help="also write the figures, machine, date and versions to this JSON file")
     args = parser.parse_args(argv)
+    run = Run("throughput")
     try:
         levels = [int(c) for c in str(args.concurrency).split(",") if c.strip()]
     except ValueError:
@@ -214,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     questions = [QUESTIONS[i % len(QUESTIONS)] for i in range(args.queries)]
     with tempfile.TemporaryDirectory(prefix="selfrag-bench-") as tmp:
         t0 = time.perf_counter()
-        chain, stats = build_chain(args, Path(tmp) / "store")
+        chain, stats, model_name = build_chain(args, Path(tmp) / "store")
         setup_s = time.perf_counter() - t0
         chain.invoke(questions[0])  # warm-up: first-call allocations, embedding model
 
@@ -272,10 +278,8 @@ def main(argv: list[str] | None = None) -> int:
         best = max((r for r in rows if r["concurrency"] == c), key=lambda r: r["qps"])
         print(f"qps_ratio_concurrency_{c}: {best['qps_ratio_vs_sequential']:.2f}")
     if args.json:
-        Path(args.json).write_text(
-            json.dumps({"settings": vars(args), "index": stats.as_dict(), "setup_s": setup_s, "results": rows},
-                       indent=2) + "\n"
-        )
+        run.write(args.json, vars(args),
+                  {"model": model_name, "index": stats.as_dict(), "setup_s": setup_s, "rows": rows})
     return 0
 
 

@@ -147,6 +147,7 @@ def build_gguf(out: Path | None = None, *, folder: Path | None = None, base: Pat
     from tqdm import tqdm
 
     from .gguf_export import write_gguf
+    from .quiet import quiet_build
     from .smollm2 import smollm2_gguf_path
 
     base = base or smollm2_gguf_path()
@@ -155,7 +156,7 @@ def build_gguf(out: Path | None = None, *, folder: Path | None = None, base: Pat
     out = out or cached_gguf_path(folder, base, outtype)
     if out is None:
         raise BundleError("no bundled adapter to build from")
-    with tqdm(total=3, desc=f"building {MODEL_NAME}", disable=not progress, file=sys.stderr) as bar:
+    with quiet_build(), tqdm(total=3, desc=f"building {MODEL_NAME}", disable=not progress, file=sys.stderr) as bar:
         bar.set_postfix_str("loading base")
         model, tokenizer = build_model(folder, base)
         bar.update(1)

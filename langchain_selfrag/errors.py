@@ -56,6 +56,10 @@ class StoreError(SelfRAGError):
     """A vector store could not be opened or written."""
 
 
+class StoreTimeoutError(StoreError, TimeoutError):
+    """A Chroma server did not answer within the client's timeout (``$SELFRAG_CHROMA_TIMEOUT``)."""
+
+
 class EmptyStoreError(StoreError):
     """The vector store holds no documents (run ``selfrag index PATH`` first)."""
 

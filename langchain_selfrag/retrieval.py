@@ -33,7 +33,14 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable
 from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 
-from .errors import EmptyStoreError, NoDocumentsError, RetrieverError, RetrieverTimeoutError, StoreError
+from .errors import (
+    EmptyStoreError,
+    NoDocumentsError,
+    RetrieverError,
+    RetrieverTimeoutError,
+    StoreError,
+    StoreTimeoutError,
+)
 from .jsonl import iter_jsonl
 
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
@@ -151,11 +158,36 @@ def document_title(doc: Document) -> str:
 _CLIENTS: weakref.WeakKeyDictionary[VectorStore, tuple[Any, str]] = weakref.WeakKeyDictionary()
 
 
-def chroma_http_client(url: str) -> Any:
+#: Seconds a Chroma server may take to answer one request (``$SELFRAG_CHROMA_TIMEOUT`` overrides).
+CHROMA_TIMEOUT = 30.0
+
+
+def chroma_timeout() -> float:
+    """``$SELFRAG_CHROMA_TIMEOUT`` (seconds, > 0), else :data:`CHROMA_TIMEOUT`; StoreError when malformed."""
+    raw = os.environ.get("SELFRAG_CHROMA_TIMEOUT", "").strip()
+    if not raw:
+        return CHROMA_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value > 0:
+        raise StoreError(f"SELFRAG_CHROMA_TIMEOUT must be a number of seconds > 0, not {raw!r}")
+    return value
+
+
+def chroma_http_client(url: str, *, timeout: float | None = None) -> Any:
     """A ``chromadb.HttpClient`` for the Chroma server at ``url`` (``http[s]://HOST[:PORT]``).
 
     The port defaults to 8000 for http and 443 for https. StoreError for a malformed URL or a
-    server that does not answer.
+    server that cannot be reached; StoreTimeoutError (naming host, port and timeout) for one that
+    does not answer within ``timeout`` seconds (default :func:`chroma_timeout`).
+
+    chromadb (1.5) gives its HTTP client no timeout and no setting for one, and its constructor
+    already sends requests; so the server's heartbeat is asked first with ``timeout``, then the
+    client's httpx session (a private attribute, left alone if chromadb changes it) gets the same
+    timeout for every later request. Only a server that answers the heartbeat and then stalls
+    during the constructor's own three requests can still hold it up.
     """
     from urllib.parse import urlsplit
 
@@ -168,26 +200,48 @@ def chroma_http_client(url: str) -> Any:
             or parts.query or parts.fragment or parts.username or parts.password:
         raise StoreError(f"invalid Chroma URL {url!r}: expected http://HOST[:PORT] or https://HOST[:PORT]")
     ssl = parts.scheme == "https"
+    host, port = parts.hostname, port or (443 if ssl else 8000)
+    seconds = chroma_timeout() if timeout is None else float(timeout)
+    if not seconds > 0:
+        raise StoreError(f"the Chroma timeout must be > 0 seconds, not {timeout!r}")
     import chromadb
+    import httpx
 
+    def timed_out(exc: BaseException) -> StoreTimeoutError:
+        return StoreTimeoutError(
+            f"the Chroma server at {url} (host {host}, port {port}) did not answer within {seconds:g} s "
+            f"({type(exc).__name__}); check that it is running and reachable, or raise $SELFRAG_CHROMA_TIMEOUT"
+        )
+
+    try:  # any HTTP answer will do: chromadb itself reports a wrong API version
+        httpx.get(f"{parts.scheme}://{parts.netloc}/api/v2/heartbeat", timeout=seconds)
+    except httpx.TimeoutException as exc:
+        raise timed_out(exc) from exc
+    except httpx.HTTPError as exc:
+        raise StoreError(f"cannot reach the Chroma server at {url} (host {host}, port {port}): {exc}") from exc
     try:
-        return chromadb.HttpClient(host=parts.hostname, port=port or (443 if ssl else 8000), ssl=ssl)
+        client = chromadb.HttpClient(host=host, port=port, ssl=ssl)
     except Exception as exc:  # chromadb raises ValueError (and others) when the server cannot be reached
         raise StoreError(f"cannot reach the Chroma server at {url}: {exc}") from exc
+    session = getattr(getattr(client, "_server", None), "_session", None)
+    if isinstance(session, httpx.Client):
+        session.timeout = httpx.Timeout(seconds)
+    return client
 
 
 def open_store(path: str | os.PathLike = DEFAULT_STORE, *, embeddings: Embeddings | None = None,
                collection: str = DEFAULT_COLLECTION, must_exist: bool = True,
-               chroma_url: str | None = None) -> VectorStore:
+               chroma_url: str | None = None, chroma_timeout: float | None = None) -> VectorStore:
     """The Chroma store: embedded on disk at ``path``, or on the Chroma server at ``chroma_url``.
 
-    With ``chroma_url`` (``http[s]://HOST[:PORT]``, e.g. from ``chroma run``) ``path`` is ignored.
+    With ``chroma_url`` (``http[s]://HOST[:PORT]``, e.g. from ``chroma run``) ``path`` is ignored;
+    each request to the server may take ``chroma_timeout`` seconds (default :func:`chroma_timeout`).
     EmptyStoreError when ``must_exist`` and the store is missing or holds nothing; StoreError when
-    it cannot be opened or the server cannot be reached.
+    it cannot be opened or the server cannot be reached, StoreTimeoutError when it does not answer.
     """
     if chroma_url is not None:
         where, flag = f"the Chroma server at {chroma_url}", f"--chroma-url {chroma_url}"
-        client = chroma_http_client(chroma_url)
+        client = chroma_http_client(chroma_url, timeout=chroma_timeout)
     else:
         store_path = Path(path)
         where, flag = f"the store at {store_path}", f"--store {store_path}"
@@ -219,7 +273,18 @@ def _has_documents(client: Any, collection: str) -> bool:
             return False
         return int(client.get_collection(collection).count()) > 0
     except Exception as exc:
+        if _is_http_timeout(exc):
+            raise StoreTimeoutError(f"reading collection {collection!r} timed out: {exc}") from exc
         raise StoreError(f"cannot read collection {collection!r}: {exc}") from exc
+
+
+def _is_http_timeout(exc: BaseException) -> bool:
+    """An httpx timeout (a Chroma server past the client's timeout, see :func:`chroma_http_client`)."""
+    try:
+        import httpx
+    except ImportError:  # pragma: no cover - chromadb depends on httpx
+        return False
+    return isinstance(exc, httpx.TimeoutException)
 
 
 def store_size(store: VectorStore) -> int:

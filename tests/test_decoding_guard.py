@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from greedy import assert_greedy_twins, next_probs, teacher_forced
 from loopback import free_port, running
 
 from langchain_selfrag import prompts as P
@@ -37,6 +38,12 @@ BUNDLED_LOG_TOL = 0.5
 #: The same, on probabilities: p([Utility:5]) after one context measured 0.735 decoded in one batch
 #: and 0.690 with the last token decoded alone.
 BUNDLED_PROB_TOL = 0.1
+#: Two greedy decoders of the bundled model (a server against in-process, another batch layout or
+#: another CPU's SIMD kernels) may part where the top two tokens are this close (nats, under the
+#: local model). Measured on AMD EPYC (AVX2): on FINISHED[0] the greedy path " What brings you to
+#: my office?" has top-2 margins 0.044 (office / shop), 0.22, 0.24 and 0.29, and an AMD EPYC
+#: machine's server answered "shop"; llama.cpp's logits move by up to BUNDLED_LOG_TOL between layouts.
+NEAR_TIE = BUNDLED_LOG_TOL
 
 
 @pytest.fixture(scope="module")
@@ -97,14 +104,6 @@ def traps(lm, wanted: set[int], n: int = 4) -> list[str]:
     found = [p for p, g in zip(CANDIDATES, firsts) if g.token_ids[0] in wanted]
     assert found, "no candidate prompt starts with a banned token; widen CANDIDATES"
     return found[:n]
-
-
-def teacher_forced(lm, prompt: str, ids: list[int]) -> float:
-    return lm._continuation_logprobs([lm.tokenize(prompt, add_bos=True)], [ids])[0]
-
-
-def next_probs(lm, prompt: str, prefix: list[int], ids: list[int]) -> dict[int, float]:
-    return lm._first_position_probs([lm.tokenize(prompt, add_bos=True) + prefix], ids)[0]
 
 
 def check_guarded(lm, gen) -> None:
@@ -206,9 +205,13 @@ def test_both_backends_make_the_same_guarded_choices(hf, cpp):
     prompts = traps(hf, banned_ids(hf))
     a = hf.generate(prompts, max_new_tokens=10, guard=True, stop_at_segment=True)
     b = cpp.generate(prompts, max_new_tokens=10, guard=True, stop_at_segment=True)
-    for x, y in zip(a, b):
-        assert x.token_ids == y.token_ids and x.guarded == y.guarded >= 1 and x.stop_reason == y.stop_reason
-        assert x.cumulative_logprob == pytest.approx(y.cumulative_logprob, abs=CROSS_LOG_TOL)
+    for prompt, x, y in zip(prompts, a, b):
+        # f32 against fp32: the same path unless two tokens tie within float noise (random weights)
+        shared = assert_greedy_twins(hf, prompt, y, x, near_tie=CROSS_LOG_TOL, log_tol=CROSS_LOG_TOL)
+        assert x.guarded >= 1 and y.guarded >= 1
+        if shared == len(x.token_ids):
+            assert x.guarded == y.guarded
+            assert x.cumulative_logprob == pytest.approx(y.cumulative_logprob, abs=CROSS_LOG_TOL)
 
 
 # -- segment stops --------------------------------------------------------------------------------
@@ -311,13 +314,16 @@ def test_remote_guard_equals_the_local_backend(bundled, tmp_path):
             got = remote.generate(prompts, max_new_tokens=12, guard=[True, True, False], stop_at_segment=True)
         finally:
             remote.close()
-    for a, b in zip(got, want):
-        assert a.text == b.text and a.guarded == b.guarded >= 1 and a.stop_reason == b.stop_reason
-        assert a.cumulative_logprob == pytest.approx(b.cumulative_logprob, abs=BUNDLED_LOG_TOL)
-        assert [(r.token, r.probs) for r in a.reflections] == [(r.token, pytest.approx(r.probs, abs=BUNDLED_PROB_TOL))
-                                                               for r in b.reflections]
+    for prompt, a, b in zip(prompts, got, want):
+        shared = assert_greedy_twins(bundled, prompt, a, b, near_tie=NEAR_TIE, log_tol=BUNDLED_LOG_TOL)
+        assert a.guarded >= 1 and b.guarded >= 1
+        check_guarded(bundled, a)
+        same = [(r.token, r.probs) for r in a.reflections if r.position < shared]
+        assert same == [(r.token, pytest.approx(r.probs, abs=BUNDLED_PROB_TOL)) for r in b.reflections
+                        if r.position < shared]
     plain = bundled.generate([irrelevant], max_new_tokens=12, stop_at_segment=True)[0]
-    assert got[2].guarded == 0 and got[2].text == plain.text  # unguarded: untouched
+    assert got[2].guarded == 0  # unguarded: untouched
+    assert_greedy_twins(bundled, irrelevant, got[2], plain, near_tie=NEAR_TIE, log_tol=BUNDLED_LOG_TOL)
 
 
 # -- a base vocabulary (reflection tokens spelled in several tokens) ---------------------------------

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from greedy import Q4_NEAR_TIE, Q4_TOKEN_LOG_TOL, assert_greedy_twins
 
 from langchain_selfrag import prompts as P
 from langchain_selfrag import tokens as T
@@ -122,11 +123,12 @@ def test_candidate_sequences_layouts_agree(llama, smollm2_gguf, n_seq_max):
         got = other.candidate_probs(PROMPTS, cands)
         for w, g in zip(want, got):
             for cand in cands:
-                assert math.log(g[cand]) == pytest.approx(math.log(w[cand]), abs=0.25)
+                tol = Q4_TOKEN_LOG_TOL * len(llama.tokenize(cand, add_bos=False))
+                assert math.log(g[cand]) == pytest.approx(math.log(w[cand]), abs=tol)
         gen_a = llama.generate([EVIDENCE], max_new_tokens=8, first_candidates=cands)[0]
         gen_b = other.generate([EVIDENCE], max_new_tokens=8, first_candidates=cands)[0]
-        assert gen_a.token_ids == gen_b.token_ids
-        assert gen_a.cumulative_logprob == pytest.approx(gen_b.cumulative_logprob, abs=1e-2)
+        assert_greedy_twins(llama, EVIDENCE, gen_b, gen_a, near_tie=Q4_NEAR_TIE,
+                            log_tol=Q4_TOKEN_LOG_TOL * len(gen_b.token_ids))
         assert len(other.cached_tokens) == len(other.tokenize(EVIDENCE, add_bos=True)) + len(gen_b.token_ids) - 1
     finally:
         other.close()
@@ -155,9 +157,12 @@ def test_first_candidates_in_generate_match_candidate_probs(llama):
 
 
 def test_prefix_cache_does_not_change_results(llama):
-    first = llama.candidate_probs(PROMPTS, [T.RETRIEVAL, T.NO_RETRIEVAL])
+    # One prompt per call: several prompts of one call are decoded together, and their layout moves
+    # the logits slightly (bounded in tests/test_llamacpp_candidate_batch.py).
+    cands = [T.RETRIEVAL, T.NO_RETRIEVAL]
+    first = [llama.candidate_probs([p], cands)[0] for p in PROMPTS]
     llama.generate([QUESTION + "Unrelated text"], max_new_tokens=5)
-    again = llama.candidate_probs(list(reversed(PROMPTS)), [T.RETRIEVAL, T.NO_RETRIEVAL])[::-1]
+    again = [llama.candidate_probs([p], cands)[0] for p in reversed(PROMPTS)][::-1]
     for a, b in zip(first, again):
         for key in a:
             assert a[key] == pytest.approx(b[key], rel=1e-4)

@@ -275,6 +275,48 @@ def test_top_k_fallback_is_marked_approximate_and_warns_once(server_url: str, lo
 
 
 @needs_server
+def test_approximate_reaches_the_chain_output_and_selfrag_ask(gguf: tuple[str, Path], request, monkeypatch,
+                                                              capsys) -> None:
+    """A model that has answered from its server's top-1 log-probs: the chain output and ``selfrag ask``
+    say that its probabilities are approximate, and why; a model that has not, that they are not."""
+    if gguf[0] != "bundled":
+        pytest.skip("one model is enough: the bundled one")
+    from langchain_core.documents import Document
+
+    import langchain_selfrag.graph.context as context
+    from langchain_selfrag.chain import SelfRAGChain
+    from langchain_selfrag.cli import main
+
+    server_url = request.getfixturevalue("server_url")
+    passage = Document("Hamlet is a tragedy written by William Shakespeare sometime between 1599 and 1601.",
+                       metadata={"source": "hamlet.txt"})
+    question = {"question": "Who wrote the play Hamlet?", "passages": [passage]}
+    settings = {"max_new_tokens": 16, "mode": "always"}
+    exact = RemoteReflectionLM(server_url)
+    lm = RemoteReflectionLM(server_url, top_k=1)
+    try:
+        out = SelfRAGChain.from_retriever(exact, **settings).invoke(question)
+        assert out["approximate"] is False and out["approximate_reason"] is None
+        # One call as through a server that ignores logit_bias: the runner-up is not in the top-1 list.
+        lm.capabilities.forced_logprobs = False
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            lm.candidate_probs([QUESTION], top_single_tokens(request.getfixturevalue("local"), QUESTION, n=2))
+        lm.capabilities.forced_logprobs = True  # (the graph's multi-token candidates need forcing)
+        out = SelfRAGChain.from_retriever(lm, **settings).invoke(question)
+        assert out["approximate"] is True
+        assert "read from the top-1 log-probs" in out["approximate_reason"]
+        monkeypatch.setattr(context, "default_lm", lambda model: lm)
+        assert main(["ask", "Who wrote the play Hamlet?", "--model", server_url, "--mode", "never",
+                     "--max-new-tokens", "16", "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert data["approximate"] is True and data["approximate_reason"] == lm.approximate_reason
+    finally:
+        lm.close()
+        exact.close()
+
+
+@needs_server
 def test_greedy_generation_equals_the_local_backend(remote: RemoteReflectionLM, local) -> None:
     cands = T.GROUPS[T.Kind.ISREL]
     # One prompt at a time locally, as the server decodes: batched llama.cpp logits move with the layout.

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import contextvars
+import http.server
 import json
+import socket
 import subprocess
 import sys
 import threading
@@ -20,7 +23,14 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda
 
 import langchain_selfrag.retrieval as R
-from langchain_selfrag.errors import EmptyStoreError, NoDocumentsError, RetrieverError, RetrieverTimeoutError
+from langchain_selfrag.errors import (
+    EmptyStoreError,
+    NoDocumentsError,
+    RetrieverError,
+    RetrieverTimeoutError,
+    StoreError,
+    StoreTimeoutError,
+)
 from langchain_selfrag.retrieval import (
     RETRIEVER_THREADS,
     afetch_documents,
@@ -358,3 +368,113 @@ def test_format_skipped_is_short() -> None:
     skipped = [(Path(f"f{i}.jsonl"), "line 1: invalid JSON") for i in range(12)]
     lines = format_skipped(skipped).splitlines()
     assert len(lines) == 11 and lines[0] == "  f0.jsonl: line 1: invalid JSON" and lines[-1] == "  ... and 2 more"
+
+
+# -- a Chroma server that never answers --------------------------------------------------------------
+@contextlib.contextmanager
+def silent_server(lifetime: float = 30.0):
+    """A TCP server on 127.0.0.1 that accepts connections and never answers; yields its port.
+
+    It stops by itself after ``lifetime`` seconds (closing every connection), or when the test ends.
+    """
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.1)
+    stop = threading.Event()
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        deadline = time.monotonic() + lifetime
+        while not stop.is_set() and time.monotonic() < deadline:
+            try:
+                held.append(listener.accept()[0])
+            except TimeoutError:
+                continue
+        for conn in held:
+            conn.close()
+        listener.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join(5)
+
+
+def test_a_chroma_server_that_never_answers_fails_within_the_timeout() -> None:
+    with silent_server() as port:
+        start = time.monotonic()
+        with pytest.raises(StoreTimeoutError) as caught:
+            open_store(chroma_url=f"http://127.0.0.1:{port}", chroma_timeout=1.0)
+        took = time.monotonic() - start
+    assert took < 8, took
+    message = str(caught.value)
+    assert "host 127.0.0.1" in message and f"port {port}" in message and "within 1 s" in message
+
+
+def test_selfrag_ask_fails_with_a_clear_error_on_a_silent_chroma_server(monkeypatch, capsys) -> None:
+    from langchain_selfrag.cli import main
+
+    monkeypatch.setenv("SELFRAG_CHROMA_TIMEOUT", "1.5")
+    with silent_server() as port:
+        start = time.monotonic()
+        code = main(["ask", "Who first climbed Mount Travik?", "--chroma-url", f"http://127.0.0.1:{port}"])
+        took = time.monotonic() - start
+    assert code == 2 and took < 8, (code, took)
+    err = capsys.readouterr().err
+    assert err.startswith("selfrag: error: the Chroma server at http://127.0.0.1:") and "within 1.5 s" in err
+
+
+class _StallingChroma(http.server.BaseHTTPRequestHandler):
+    """Answers what chromadb's client asks while it starts (heartbeat, identity, tenant, database)
+    and then stalls on every other request: a server that stops answering after the client is made."""
+
+    ANSWERS = {
+        "/api/v2/heartbeat": {"nanosecond heartbeat": 1},
+        "/api/v2/auth/identity": {"user_id": "", "tenant": "default_tenant", "databases": ["default_database"]},
+        "/api/v2/tenants/default_tenant": {"name": "default_tenant"},
+        "/api/v2/tenants/default_tenant/databases/default_database": {
+            "id": "00000000-0000-0000-0000-000000000000", "name": "default_database", "tenant": "default_tenant"},
+    }
+    release = threading.Event()
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        body = self.ANSWERS.get(self.path.split("?")[0])
+        if body is None:
+            self.release.wait(20)  # bounded: the server never outlives the test by long
+            return
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_chroma_server_that_stalls_after_the_client_starts_times_out_too() -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _StallingChroma)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        start = time.monotonic()
+        with pytest.raises(StoreTimeoutError, match="reading collection 'selfrag' timed out"):
+            open_store(chroma_url=f"http://127.0.0.1:{server.server_address[1]}", chroma_timeout=1.0,
+                       collection="selfrag")
+        assert time.monotonic() - start < 8
+    finally:
+        _StallingChroma.release.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-3"])
+def test_a_malformed_chroma_timeout_is_refused(monkeypatch, value: str) -> None:
+    monkeypatch.setenv("SELFRAG_CHROMA_TIMEOUT", value)
+    with pytest.raises(StoreError, match="SELFRAG_CHROMA_TIMEOUT must be a number of seconds > 0"):
+        R.chroma_timeout()

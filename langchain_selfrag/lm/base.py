@@ -126,6 +126,11 @@ class ReflectionLMBase(ABC):
     """Shared machinery: reflection-token ids, multi-token fallback, group probabilities."""
 
     has_reflection_vocab: bool = False
+    #: True once the backend has given reflection probabilities that are not the model's own softmax
+    #: (only a remote server can, see :mod:`~langchain_selfrag.lm.remote_lm`); it stays True.
+    approximate: bool = False
+    #: Why ``approximate`` is True (each distinct reason once, joined by ``"; "``); None while it is False.
+    approximate_reason: str | None = None
     #: True when ``_greedy`` decodes several prompts together (a padded batch); False when it works
     #: through them one by one, so that ``generate`` can finish each before the next starts.
     generates_in_batches: bool = True
@@ -512,6 +517,18 @@ def make_samplers(n: int, temperature: float, top_p: float, seed: int | None) ->
         s = stream_seed(seed, i) if seed is not None else None
         out.append(TokenSampler(float(temperature), float(top_p), np.random.default_rng(s), s))
     return out
+
+
+def approximation(lm: Any) -> str | None:
+    """Why ``lm``'s reflection probabilities are approximate, or None when they are the model's own.
+
+    Reads ``lm.approximate`` / ``lm.approximate_reason`` (a scheduler passes them on from its
+    model); a model without them is exact.
+    """
+    if getattr(lm, "approximate", False) is not True:
+        return None
+    reason = getattr(lm, "approximate_reason", None)
+    return reason if isinstance(reason, str) and reason else "the backend does not say why"
 
 
 def guard_flags(guard: bool | Sequence[bool], n: int) -> list[bool]:

@@ -10,7 +10,8 @@ stored once.
 
 ``generate`` decodes its K prompts together: their common prefix is decoded once for every
 sequence, each prompt's own tail on a sequence of its own, and then one ``llama_decode`` per step
-for all live sequences. llama.cpp quantises activations to 8 bits for quantised weights, so its
+for all live sequences. ``candidate_probs`` lays out its prompts the same way and stops after
+that prefill. llama.cpp quantises activations to 8 bits for quantised weights, so its
 logits move slightly with the batch layout: greedy tokens equal one-at-a-time decoding except
 where two top logits are within that noise, and probabilities differ by a few hundredths (see
 ``tests/test_lm_llamacpp.py``).
@@ -434,20 +435,48 @@ class LlamaCppReflectionLM(ReflectionLMBase):
             out.append(total)
         return logits, out
 
+    def _score_prompts(self, prompt_ids: list[list[int]],
+                       continuations: Sequence[list[int]] = ()) -> list[tuple[np.ndarray, list[float]]]:
+        """:meth:`_score_prompt` for several prompts with the same continuations, decoded together.
+
+        The prompts go in runs (:func:`plan_groups`: at most ``n_seq_max // (1 + b)`` prompts, b the
+        branches of the continuations' prefix tree, and within ``n_ctx``), each run in one prefill
+        laid out as :class:`_Run` lays out ``generate``'s: the prefix common to the run decoded once
+        (its cached part kept), each prompt's tail on a sequence of its own, its continuations on
+        sequences after them. A run of one prompt takes :meth:`_score_prompt` (with its split of
+        more branches than sequences). Logits move slightly with the layout, as in ``generate``.
+        """
+        nodes, n_branches = continuation_tree([c[:-1] for c in continuations])
+        width = max(1, self._n_seq // (1 + n_branches))
+        out: list[tuple[np.ndarray, list[float]]] = []
+        for run in plan_groups(prompt_ids, len(nodes), self.context_length, width):
+            if len(run) == 1:
+                out.append(self._score_prompt(prompt_ids[run[0]], continuations))
+                continue
+            logits, first = _Run(self, [prompt_ids[i] for i in run], list(continuations), [None] * len(run)).score()
+            out += zip(logits, first)
+        return out
+
     # -- protocol primitives --------------------------------------------------------------------
     def _continuation_logprobs(self, prompt_ids: list[list[int]], continuations: list[list[int]]) -> list[float]:
-        out: list[float] = []
+        spans: list[tuple[int, int]] = []  # consecutive pairs with the same prompt share one decode
         i = 0
-        while i < len(prompt_ids):  # consecutive pairs with the same prompt share one decode
+        while i < len(prompt_ids):
             j = i + 1
             while j < len(prompt_ids) and prompt_ids[j] == prompt_ids[i]:
                 j += 1
-            out += self._score_prompt(prompt_ids[i], continuations[i:j])[1]
+            spans.append((i, j))
             i = j
-        return out
+        same = all(continuations[a:b] == continuations[spans[0][0] : spans[0][1]] for a, b in spans)
+        if len(spans) > 1 and same:  # candidate_probs' pairs: every prompt with the same candidates
+            a, b = spans[0]
+            return [lp for _, lps in self._score_prompts([prompt_ids[i] for i, _ in spans], continuations[a:b])
+                    for lp in lps]
+        return [lp for a, b in spans for lp in self._score_prompt(prompt_ids[a], continuations[a:b])[1]]
 
     def _first_position_probs(self, prompt_ids: list[list[int]], ids: list[int]) -> list[dict[int, float]]:
-        return [dict(zip(ids, np.exp(_log_softmax_at(self._score_prompt(p)[0], ids)).tolist())) for p in prompt_ids]
+        scored = self._score_prompts(prompt_ids)
+        return [dict(zip(ids, np.exp(_log_softmax_at(logits, ids)).tolist())) for logits, _ in scored]
 
     def _greedy(self, prompt_ids, max_new_tokens, first_seqs, stop, bans=None, *, samplers=None):
         bans = list(bans) if bans else [None] * len(prompt_ids)
@@ -527,6 +556,9 @@ class _Step:
 class _Run:
     """Several prompts decoded together: prompt i on sequence i, its candidate branches after them.
 
+    ``generate`` decodes them to the end; ``score`` only reads their next-position logits and the
+    log-probs of ``first_seqs`` (batched ``candidate_probs``).
+
     The prefix common to the prompts is decoded once for all their sequences (its cached part
     copied from sequence 0), each prompt's tail on its own sequence in the same ``llama_decode``
     calls, then one ``llama_decode`` per step for every live sequence. Sequence 0 (prompt 0 and its
@@ -551,10 +583,25 @@ class _Run:
         except BaseException:
             lm._forget_cache()
             raise
-        for seq in range(1, len(self.prompts)):
-            lm._seq_rm(seq)
-        lm._cached = self.prompts[0] + self.steps[0].generated[:-1]
+        self._keep_first(self.prompts[0] + self.steps[0].generated[:-1])
         return [step.result(f) for step, f in zip(self.steps, first)]
+
+    def score(self) -> tuple[list[np.ndarray], list[list[float]]]:
+        """The prefill alone: each prompt's next-position logits and log p(first_seqs | prompt)."""
+        try:
+            logits, first = self._prefill()
+        except BaseException:
+            self.lm._forget_cache()
+            raise
+        self._keep_first(self.prompts[0])
+        self.lm._last_logits = (tuple(self.prompts[0]), logits[0])
+        return logits, first
+
+    def _keep_first(self, cached: list[int]) -> None:
+        """Drop every sequence but 0, which holds ``cached`` (positions 0..n-1)."""
+        for seq in range(1, len(self.prompts)):
+            self.lm._seq_rm(seq)
+        self.lm._cached = cached
 
     def _prefill(self) -> tuple[list[np.ndarray], list[list[float]]]:
         """Decode the prompts (and their candidate trees): next-position logits and first log-probs."""

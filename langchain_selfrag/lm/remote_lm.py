@@ -13,7 +13,8 @@ completions) and one of two ways of talking to it is chosen:
   built from generated ids re-tokenize to the same ids (checked; approximate otherwise).
 
 Where neither is possible, group probabilities come from the top-k ``logprobs``: ids missing from
-the top k count as 0 and the group is renormalised. Anything approximate sets ``approximate`` and
+the top k count as 0 and the group is renormalised. Anything approximate sets ``approximate``, adds
+its reason to ``approximate_reason`` (both reported in the chain output and by ``selfrag ask``) and
 warns once per instance.
 
 The decoding guard (``generate(guard=...)``) runs one token per request until the generation holds
@@ -38,6 +39,7 @@ bound), and an end-of-sequence token the server does not report gets the best li
 from __future__ import annotations
 
 import math
+import threading
 import time
 import warnings
 from collections import OrderedDict
@@ -67,17 +69,23 @@ EOS_STRINGS = ("</s>", "<|im_end|>", "<|endoftext|>", "<|end_of_text|>", "<|eot_
 
 
 class _Lru(OrderedDict):
-    """A dict that forgets its least recently written entries beyond ``size``."""
+    """A dict that forgets its least recently written entries beyond ``size``.
+
+    Writes hold a lock of their own: ``tokenize`` runs in callers' threads beside a model call
+    (see :mod:`langchain_selfrag.lm.scheduler`), and a write is three steps.
+    """
 
     def __init__(self, size: int) -> None:
         super().__init__()
         self.size = size
+        self._lock = threading.Lock()
 
     def __setitem__(self, key, value) -> None:
-        super().__setitem__(key, value)
-        self.move_to_end(key)
-        if len(self) > self.size:
-            self.popitem(last=False)
+        with self._lock:
+            super().__setitem__(key, value)
+            self.move_to_end(key)
+            if len(self) > self.size:
+                self.popitem(last=False)
 
 
 class ServerRejected(ReflectionLMError):
@@ -218,6 +226,8 @@ class RemoteReflectionLM(ReflectionLMBase):
         self._http = _Http(root, timeout, max_retries, backoff, api_key)
         self._api = "/v1" if base.endswith("/v1") else ""
         self.approximate = False
+        self.approximate_reason: str | None = None
+        self._approximate_why: list[str] = []
         self._warned = False
         self._tok_cache: dict[tuple[str, bool], list[int]] = _Lru(4096)
         self._texts: dict[tuple[int, ...], str] = _Lru(1024)
@@ -344,6 +354,11 @@ class RemoteReflectionLM(ReflectionLMBase):
         return out
 
     def _mark_approximate(self, why: str) -> None:
+        """Set ``approximate`` and add ``why`` to ``approximate_reason`` (which the chain output and
+        ``selfrag ask`` report); the warning comes once per instance."""
+        if why not in self._approximate_why:
+            self._approximate_why.append(why)
+            self.approximate_reason = "; ".join(self._approximate_why)
         self.approximate = True
         if not self._warned:
             self._warned = True
@@ -364,8 +379,10 @@ class RemoteReflectionLM(ReflectionLMBase):
         return ids
 
     def tokenize(self, text: str, *, add_bos: bool) -> list[int]:
+        """The server's tokenization (cached); safe beside a running request (httpx's client is)."""
         key = (text, add_bos)
-        if key not in self._tok_cache:
+        ids = self._tok_cache.get(key)
+        if ids is None:
             if self.capabilities.tokenize_path == "/tokenize":
                 ids = self._remote_tokenize(text, add_bos=add_bos)
             else:  # /extras/tokenize adds BOS whenever the model wants one
@@ -376,7 +393,7 @@ class RemoteReflectionLM(ReflectionLMBase):
             self._tok_cache[key] = ids
             if add_bos and tuple(ids) not in self._texts:
                 self._texts[tuple(ids)] = text
-        return list(self._tok_cache[key])
+        return list(ids)
 
     def _bos_prefix(self) -> list[int]:
         """What the server's tokenizer puts before any text (BOS, or nothing)."""

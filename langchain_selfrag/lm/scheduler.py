@@ -6,8 +6,9 @@ model: it takes the oldest request and every waiting request with the same optio
 the bounds allow, and runs them as one batched backend call (the llama.cpp backend decodes them
 as parallel sequences, the transformers backend as one padded batch). A request that arrives
 while a call runs joins the next one: batching at call boundaries, so a query's next step never
-waits for more than the call in flight. No lock is held by callers; the worker is the only
-thread that touches the model.
+waits for more than the call in flight. No lock is held around a backend call: the worker is the
+only thread that runs the model, and ``tokenize`` (a graph's prompt checks and passage fitting)
+goes straight to the backend's tokenizer, without waiting for the call in flight.
 
 A failing merged call is retried request by request, so one bad query fails alone.
 
@@ -165,9 +166,6 @@ class BatchScheduler:
         self._cond = threading.Condition()
         self._closed = False
         self._worker: threading.Thread | None = None  # started on demand, ends when idle
-        # Tokenizers that are not safe beside a running model call (transformers' fast tokenizers
-        # change padding state) share this lock with the worker; llama.cpp's need none.
-        self._tokenizer_lock = threading.Lock() if not getattr(lm, "thread_safe_tokenizer", False) else None
 
     def __getattr__(self, name: str) -> Any:
         if name == "lm":  # not set yet (during unpickling or a failed __init__)
@@ -179,11 +177,12 @@ class BatchScheduler:
 
     # -- the ReflectionLM protocol ----------------------------------------------------------------
     def tokenize(self, text: str, *, add_bos: bool) -> list[int]:
-        """The model's tokenizer, safe to call beside the worker."""
-        if self._tokenizer_lock is None:
-            return self.lm.tokenize(text, add_bos=add_bos)
-        with self._tokenizer_lock:
-            return self.lm.tokenize(text, add_bos=add_bos)
+        """The model's tokenizer, called at once: it does not wait for the call the worker runs.
+
+        Every backend's ``tokenize`` is safe beside its own model calls (the transformers backend
+        guards its tokenizer with a lock of its own, held only while it tokenizes).
+        """
+        return self.lm.tokenize(text, add_bos=add_bos)
 
     def candidate_probs(self, prompts: Sequence[str], candidates: Sequence[str]) -> list[dict[str, float]]:
         """As the wrapped model's, batched with other callers' requests for the same candidates."""
@@ -289,14 +288,14 @@ class BatchScheduler:
             if not live:
                 continue
             try:
-                results = self._locked_call(live)
+                results = self._call(live)
             except BaseException as exc:  # noqa: BLE001 - isolate: each request alone, each with its own outcome
                 if len(live) == 1:
                     live[0].future.set_exception(exc)
                     continue
                 for req in live:
                     try:
-                        req.future.set_result(self._locked_call([req]))
+                        req.future.set_result(self._call([req]))
                     except BaseException as alone:  # noqa: BLE001
                         req.future.set_exception(alone)
                 continue
@@ -304,12 +303,6 @@ class BatchScheduler:
             for req in live:
                 req.future.set_result(results[start : start + len(req.prompts)])
                 start += len(req.prompts)
-
-    def _locked_call(self, group: list[_Request]) -> list[Any]:
-        if self._tokenizer_lock is None:
-            return self._call(group)
-        with self._tokenizer_lock:
-            return self._call(group)
 
     def _call(self, group: list[_Request]) -> list[Any]:
         prompts = [p for r in group for p in r.prompts]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import inspect
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,12 @@ class TransformersReflectionLM(ReflectionLMBase):
     (``generate(temperature=...)``) draws each row's token from its last logits with that prompt's
     seeded numpy stream (:class:`~langchain_selfrag.lm.base.TokenSampler`, the sampler every
     backend shares), so samples do not depend on the batch a prompt lands in nor on the device's RNG.
+
+    ``tokenize`` and ``decode`` may be called from any thread beside a running model call. A fast
+    tokenizer changes its padding and truncation state when a call asks for other settings than
+    the last one (another thread's use then fails with "Already borrowed"), so this backend's
+    tokenizer calls never overlap: they take a lock of their own, held for one tokenizer call only,
+    never for a forward pass.
     """
 
     def __init__(
@@ -68,6 +75,7 @@ class TransformersReflectionLM(ReflectionLMBase):
             net = PeftModel.from_pretrained(net, str(adapter))
         self.model = net.to(self.device).eval()
         self.tokenizer = tok
+        self._tokenizer_lock = threading.Lock()  # held while the tokenizer runs, never across a forward pass
         self.batch_size = batch_size
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
         bos = tok.bos_token_id
@@ -91,11 +99,13 @@ class TransformersReflectionLM(ReflectionLMBase):
 
     # -- tokenizer -----------------------------------------------------------------------------
     def tokenize(self, text: str, *, add_bos: bool) -> list[int]:
-        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        with self._tokenizer_lock:
+            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         return (self._bos if add_bos else []) + list(ids)
 
     def decode(self, ids: Sequence[int]) -> str:
-        return self.tokenizer.decode(list(ids), skip_special_tokens=False)
+        with self._tokenizer_lock:
+            return self.tokenizer.decode(list(ids), skip_special_tokens=False)
 
     def _eos_ids(self) -> Sequence[int]:
         eos = self.tokenizer.eos_token_id

@@ -1,0 +1,1 @@
+"""Speed and retrieval benchmarks; their results files back the README's figures (``benchmarks.readme_figures``)."""
