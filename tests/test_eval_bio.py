@@ -323,8 +323,9 @@ def test_full_bio_run_with_a_scripted_model(monkeypatch, data_dir, tmp_path, cap
     assert list(report["systems"]) == names
     run = report["run"]
     assert run["split"] == "test" and run["split_seed"] == 0 and run["n_entities_evaluated"] == 2
-    assert len(run["invented_names"]) == 2 and run["default_judge"] is True
-    assert report["caveats"] and "weak and self-graded" in report["caveats"][0]
+    assert len(run["invented_names"]) == 2 and run["independent_judge"] is True and not run["self_graded_judge"]
+    assert run["judge"] == "overlap-w2-gt0.5" and "independent of every model" in run["judge_description"]
+    assert report["caveats"] and "The judge is lexical" in report["caveats"][0]
     # Real people: "X was a painter." is in a passage, "X won the Nobel Prize." is not.
     for name in ("prompted", "selfrag"):
         assert _value(report, name, "entities", "accuracy") == pytest.approx(0.5)
@@ -332,24 +333,22 @@ def test_full_bio_run_with_a_scripted_model(monkeypatch, data_dir, tmp_path, cap
         assert _value(report, name, "entities", "utility@0.2") == pytest.approx(0.75)
         assert _value(report, name, "entities", "utility@0.5") == pytest.approx(0.0)
         assert _value(report, name, "entities", "utility@0.8") == pytest.approx(-3.0)
-        assert _value(report, name, "invented", "false") == 4  # every claim about an invented person is false
-        assert _value(report, name, "invented", "abstention_rate") == 0.0
+    assert _value(report, "prompted", "invented", "false") == 4  # every claim about an invented person is false
+    assert _value(report, "prompted", "invented", "abstention_rate") == 0.0
     assert _value(report, "safety_prompted", "all", "abstention_rate") == 1.0
     assert _value(report, "safety_prompted", "entities", "accuracy") is None
     for rho in (0.2, 0.5, 0.8):  # restraint keeps the supported claim only
         name = f"selfrag_rho{rho:g}"
         assert _value(report, name, "entities", "accuracy") == 1.0
         assert _value(report, name, "entities", "utility@0.5") == pytest.approx(1.0)
-    # Invented people: no evidence, so every claim gets the scorer's fallback 0.5: kept only at rho 0.2
-    assert _value(report, "selfrag_rho0.2", "invented", "abstention_rate") == 0.0
-    assert _value(report, "selfrag_rho0.2", "invented", "utility@0.2") == pytest.approx(-0.5)
+    # Invented people (no passages): Self-RAG + restrain at 0.5 says nothing about them
     assert _value(report, "selfrag_rho0.5", "invented", "abstention_rate") == 1.0
     assert _value(report, "selfrag_rho0.5", "all", "abstention_rate") == pytest.approx(0.5)
     entry = report["systems"]["prompted"]["metrics"]["entities"]["utility@0.2"]
     assert entry["ci95"][0] <= entry["value"] <= entry["ci95"][1]
     assert (out / "bio_tradeoff.png").stat().st_size > 1000 and report["plots"] == ["bio_tradeoff.png"]
     md = (out / "report.md").read_text()
-    assert "weak and self-graded" in md and "split **test**" in md and "seed 0" in md
+    assert "The judge is lexical" in md and "split **test**" in md and "seed 0" in md
     assert re.search(r"\| selfrag_rho0\.5 \| 2 \| 100\.0 \[100\.0, 100\.0\] \|", md)
     assert "| prompted | 2 |" in capsys.readouterr().out
     answers = (out / "answers" / "prompted.jsonl").read_text().splitlines()
@@ -361,6 +360,23 @@ def test_full_bio_run_with_a_scripted_model(monkeypatch, data_dir, tmp_path, cap
     assert json.loads((out / "report.json").read_text())["systems"] == report["systems"]
     assert _run_cli(monkeypatch, lm, *argv[:-2], "--bootstrap", 0, "--model", "other.gguf") == 2  # another model
     assert "different model" in capsys.readouterr().err
+
+    # the self-graded IsSup judge relabels the same answers; with labelled claims, every judge is measured
+    labelled = tmp_path / "labels.jsonl"
+    labelled.write_text(json.dumps({"entity": "Orla Vellacott", "split": "test", "passages": [
+        {"title": "Orla Vellacott", "text": "Orla Vellacott was a painter. Orla Vellacott lived in York."}],
+        "claims": [{"claim": "Orla Vellacott was a painter.", "label": True, "reason": "stated"},
+                   {"claim": "Orla Vellacott won the Nobel Prize.", "label": False, "reason": "not in the passages"},
+                   {"claim": "Orla Vellacott lived in Paris.", "label": False, "reason": "place altered"}]}) + "\n")
+    assert _run_cli(monkeypatch, lm, *argv, "--judge", "issup", "--judge-labels", labelled) == 0
+    assert len([c for c in lm.calls if c[0] == "generate"]) == len([c for c in lm.calls[:calls] if c[0] == "generate"])
+    issup = json.loads((out / "report.json").read_text())
+    assert issup["run"]["self_graded_judge"] is True and "weak and self-graded" in issup["caveats"][0]
+    rows = {row["judge"]: row for row in issup["judge_agreement"]}
+    assert list(rows) == ["issup-gt0.5", "overlap-w2-gt0.5"]
+    assert rows["overlap-w2-gt0.5"]["all"]["agree"] == 3 and rows["issup-gt0.5"]["test"]["n"] == 3
+    md = (out / "report.md").read_text()
+    assert "weak and self-graded" in md and "| overlap-w2-gt0.5 | 3/3 (100.0%) |" in md
 
 
 def test_research_and_trained_models_from_the_command_line(monkeypatch, data_dir, tmp_path):

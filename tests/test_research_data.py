@@ -151,6 +151,34 @@ def test_expected_utility_by_hand() -> None:
     assert [c["kept"] for c in rec3["samples"][2]["claims"]] == [False, True]
 
 
+class RoundScorer:
+    """Claim probabilities that change with the round: round r (1-based) gives ``table[claim][r - 1]``."""
+
+    def __init__(self, table: dict[str, list[float]]) -> None:
+        self.table = table
+        self.rounds = 0
+
+    def score(self, claims, *, question, entity=None, evidence=(), samples=()):
+        self.rounds += 1
+        return [self.table[c][self.rounds - 1] for c in claims]
+
+
+def test_expected_utility_is_computed_once_the_record_is_complete() -> None:
+    class ByRound(ScriptPolicy):
+        def sample(self, prompts, n, **kw):
+            super().sample(prompts, n, **kw)
+            return [[Sample("a; b", "a; b")] * n] if len(self.calls) == 1 else [[Sample("a", "a")] * n]
+
+    scorer = RoundScorer({"a": [0.9, 0.7, 0.2], "b": [0.3, 0.3, 0.3]})
+    rec = ResearchRun(ByRound(["a; b"]), SemicolonSplitter(), scorer, ResearchConfig(iterations=3, samples=1)).record(Q)
+    # round 1 scores a = 0.9 and b = 0.3, rounds 2 and 3 rescore a (0.7, then 0.2); every sample uses a = 0.2
+    first, second, third = rec["samples"][:3]
+    assert first["claims"] == [{"text": "a", "p": 0.2, "kept": False}, {"text": "b", "p": 0.3, "kept": False}]
+    assert first["expected_utility"] == pytest.approx((0.2 - 0.8) + (0.3 - 0.7))  # -1.0, not round 1's 0.4
+    assert second["expected_utility"] == pytest.approx(0.2 - 0.8)  # -0.6, not round 2's 0.4
+    assert third["expected_utility"] == pytest.approx(-0.6)
+
+
 def test_search_baseline_is_one_round_of_k_times_j() -> None:
     run_, policy, scorer = research(method="search", k=3, j=4)
     rec = run_.record(Q)

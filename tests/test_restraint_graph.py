@@ -20,6 +20,8 @@ from langchain_selfrag.config import ConfigError, SelfRAGConfig
 from langchain_selfrag.fakes import FakeReflectionLM, FakeSegment
 from langchain_selfrag.graph import ABSTAIN_ANSWER, SelfRAGContext, compile_graph
 from langchain_selfrag.restraint import (
+    P_REWRITE,
+    IsSupScorer,
     LLMClaimSplitter,
     SelfConsistencyScorer,
     SentenceSplitter,
@@ -176,11 +178,18 @@ def test_no_retrieval_answer_is_judged_against_passages_fetched_for_the_question
 
 def test_without_any_passage_the_scorer_fallback_decides_and_the_output_says_so() -> None:
     lm = judging_lm()
+    # the default scorer: no evidence is no support (p = 0.0, not a coin flip), so even rho = 0.3 says nothing
     ctx = SelfRAGContext(lm=lm, retriever=None, config=SelfRAGConfig(rho=0.3))
     out = compile_graph().invoke({"question": "What is the capital of France?"}, context=ctx)
-    assert out["restraint"]["evidence"] == "none" and "fallback p = 0.5" in out["restraint"]["note"]
-    assert [c["p"] for c in out["claims"]] == [0.5, 0.5] and out["answer"] == "Paris is the capital. It has ten moons."
+    assert out["restraint"]["evidence"] == "none" and "fallback p = 0.0" in out["restraint"]["note"]
+    assert [c["p"] for c in out["claims"]] == [0.0, 0.0] and out["abstained"]
     assert lm.issup_prompts() == []
+    # a scorer with an explicit fallback: the fallback decides, and the output says so
+    lenient = SelfRAGContext(lm=judging_lm(), retriever=None, config=SelfRAGConfig(rho=0.3),
+                             claim_scorer=IsSupScorer(judging_lm(), fallback=0.5))
+    out = compile_graph().invoke({"question": "What is the capital of France?"}, context=lenient)
+    assert "fallback p = 0.5" in out["restraint"]["note"] and [c["p"] for c in out["claims"]] == [0.5, 0.5]
+    assert out["answer"] == "Paris is the capital. It has ten moons."
     strict = compile_graph().invoke({"question": "q"}, context=SelfRAGContext(lm=judging_lm(), retriever=None,
                                                                               config=SelfRAGConfig(rho=0.5)))
     assert strict["abstained"] and "no passage" in strict["restraint"]["note"]
@@ -188,7 +197,9 @@ def test_without_any_passage_the_scorer_fallback_decides_and_the_output_says_so(
 
 def test_given_passages_are_the_evidence_of_an_answer_without_retrieval() -> None:
     lm = judging_lm(retrieve=0.0)
-    out = chain(lm, rho=0.5).invoke({"question": "What is the capital of France?", "passages": [LYON, PARIS]})
+    # The closed-book answer is given (not abstain_closed_book), so restraint judges it.
+    out = chain(lm, rho=0.5, abstain_closed_book=False).invoke(
+        {"question": "What is the capital of France?", "passages": [LYON, PARIS]})
     assert out["retrieved"] is False and out["restraint"]["evidence"] == "given"
     assert out["answer"] == "Paris is the capital."
 
@@ -213,6 +224,29 @@ def test_llm_splitter_and_self_consistency_scorer_in_the_context() -> None:
     same = chain(rho=0.5, claim_splitter=ctx.claim_splitter, claim_scorer=ctx.claim_scorer).invoke(
         "Tell me about Paris.")
     assert same["answer"] == out["answer"] and same["claims"] == out["claims"]
+    assert out["restraint"]["rewriter"] == "LLMRewriter"  # its reply to P_rewrite was empty: sentences joined
+
+
+def test_kept_claims_are_rewritten_with_p_rewrite_by_the_splitters_chat_model() -> None:
+    prompts: list[str] = []
+
+    def model(prompt: str) -> str:
+        prompts.append(prompt)
+        if "Sentence: Paris" in prompt:
+            return "- Paris is the capital of France.\n- Paris has ten moons."
+        if "Facts:" in prompt:
+            return "  Paris is the capital\nof France.  "
+        return ""
+
+    ctx = SelfRAGContext(lm=judging_lm(), retriever=lambda q: [PARIS], config=SelfRAGConfig(rho=0.5),
+                         claim_splitter=LLMClaimSplitter(RunnableLambda(model)),
+                         claim_scorer=SelfConsistencyScorer(RunnableLambda(
+                             lambda p: "95" if "Claim: Paris is the capital" in p else "20")))
+    out = compile_graph().invoke({"question": "Tell me about Paris."}, context=ctx)
+    rewrite = [p for p in prompts if "Facts:" in p]
+    assert rewrite == [P_REWRITE.format(entity="Paris", facts="- Paris is the capital of France.")]
+    assert out["answer"] == "Paris is the capital of France." and not out.get("abstained")
+    assert out["restraint"]["rewriter"] == "LLMRewriter"
 
 
 # -- as a node of another graph ----------------------------------------------------------------------------

@@ -49,3 +49,28 @@ def test_summarize_writes_report_with_recipe(tmp_path):
     assert out["recipe"]["training"] == {"dpo": training_summary(run / "dpo")}
     assert out["recipe"]["training"]["dpo"]["batch"] == 8 and out["recipe"]["training"]["dpo"]["minutes"] == 1.5
     assert (card / "restraint_tradeoff.png").read_bytes() == b"png"
+
+
+def test_calibration_fit_chooses_on_validation_and_reports_on_test(tmp_path):
+    from cookbook.restraint_smollm2.calibrate import fit
+    from langchain_selfrag.restraint.calibration import Calibration
+
+    def row(split, label, issup, isrel):
+        return {"entity": "E", "split": split, "claim": "c", "label": label, "issup": issup, "isrel": isrel}
+
+    # true claims are supported by the relevant passage; false ones only by an irrelevant one, which "max" believes
+    rows = []
+    for split in ("validation", "test"):
+        rows += [row(split, True, [0.9, 0.2], [0.9, 0.1])] * 6 + [row(split, True, [0.4, 0.1], [0.9, 0.1])] * 2
+        rows += [row(split, False, [0.1, 0.9], [0.9, 0.1])] * 6 + [row(split, False, [0.3, 0.2], [0.9, 0.1])] * 2
+    scores = tmp_path / "scores.json"
+    scores.write_text(json.dumps({"claims": "labels.jsonl", "model": "m.gguf", "rows": rows}))
+    report = fit(scores, tmp_path / "out")
+    assert report["chosen_aggregate"] == "relevance"  # the lowest validation log loss
+    assert report["validation_log_loss"]["relevance"] < report["validation_log_loss"]["max"]
+    cal = Calibration.from_dict(report["calibration"])
+    assert cal.model == "m.gguf" and report["no_evidence_p"] == pytest.approx(cal(0.0)) and cal(0.0) < 0.5
+    test = report["test"]
+    assert test["ece_calibrated"] < test["ece_max_uncalibrated"] and report["n_test"] == 16
+    assert report["issup_judge_agreement"]["test"]["false_positive"] == 6  # max IsSup > 0.5 for the false six
+    assert (tmp_path / "out" / "calibration.json").is_file() and (tmp_path / "out" / "reliability.png").is_file()

@@ -78,6 +78,38 @@ def test_rho_override_recomputes_utilities_from_claims():
     assert RP.rank_samples(rec, rho=0.8)[-1]["completion"] == "A."  # below the abstention at 0
 
 
+def search_record(samples: list[dict]) -> dict:
+    return record(samples) | {"method": "search"}
+
+
+def test_search_baseline_ranks_by_average_accuracy_and_declines_below_half():
+    many = scored("many.", {"m1": 0.9, "m2": 0.9, "m3": 0.6, "m4": 0.6})  # accuracy 0.75, E[U] at .5: 2.0
+    sure = scored("sure.", {"s1": 0.95})  # accuracy 0.95, E[U] 0.9
+    weak = scored("weak.", {"w1": 0.6, "w2": 0.3})  # accuracy 0.45, E[U] -0.2
+    rec = record([many, sure, weak, abstention()])
+    assert RP.best_sample(rec)["completion"] == "many."  # ReSearch: max E[U]
+    search = search_record([many, sure, weak, abstention()])
+    assert [s["completion"] for s in RP.rank_samples(search)] == [
+        "sure.", "many.", abstention()["completion"], "weak."]  # 0.95 > 0.75 > decline (0.5) > 0.45
+    assert RP.sample_score(search, weak) == pytest.approx(0.45)
+    assert RP.sample_score(search, abstention()) == 0.5 and RP.sample_score(rec, weak) == pytest.approx(-0.2)
+    # the expected accuracy of the best answer is below 0.5: the search baseline declines ...
+    low = search_record([weak, scored("low.", {"l1": 0.4}), abstention()])
+    assert RP.sft_record(low)["abstain"] is True
+    # ... but an answer at exactly 0.5 is not below it, so it is kept
+    half = search_record([scored("half.", {"h1": 0.7, "h2": 0.3}), abstention()])
+    assert RP.best_sample(half)["completion"] == "half."
+    pairs = RP.dpo_pairs(search)
+    assert [(p["chosen"], p["rejected"]) for p in pairs] == [
+        ("sure.", "weak."), ("sure.", abstention()["completion"]), ("many.", "weak."),
+        ("many.", abstention()["completion"])]
+    assert pairs[0]["chosen_score"] == pytest.approx(0.95) and pairs[0]["rejected_score"] == pytest.approx(0.45)
+    assert RP.selection_rule([search]).startswith("max average claim probability; declines")
+    assert RP.selection_rule([rec, search]).count("|") == 1
+    with pytest.raises(ValueError, match="method"):
+        RP.rank_samples(record([sure]) | {"method": "beam"})
+
+
 # -- DPO pairs ---------------------------------------------------------------------------------------
 def test_dpo_pairs_are_two_best_by_two_worst():
     rec = record([sample(u, 1, f"s{u}") for u in (0.5, 3.0, -1.0, 2.0, -4.0, 1.0)])
@@ -173,6 +205,71 @@ def test_offline_reward_looks_completions_and_claims_up_in_the_data():
     assert fallback.calls[0]["claims"] == ["X had a dog."] and (scorer.hits, scorer.misses) == (1, 1)
     assert RecordClaimScorer([rec], default_p=0.25).score(["new"], question="Who is X?") == [0.25]
     assert RecordClaimScorer([rec]).score(["new"], question="Who is nobody?") == [0.5]
+
+
+def test_offline_reward_counts_hits_misses_and_fallbacks_and_warns(tmp_path):
+    from training.rloo import MISS_RATE_WARN, record_reward_counts
+
+    rec = reward_record()
+    reward = UtilityReward([rec], SentenceSplitter(), RecordClaimScorer([rec], default_p=0.25), offline=True)
+    reward.reward("q1", "[No Retrieval]X was a painter.[Utility:5]")  # a stored sample: no claim lookup
+    reward.reward("q1", "X was a king. X had a dog. X had a cat.")  # 1 hit, 2 misses
+    reward.reward("q1", "I am sorry, I cannot say.")  # the record's abstention: a stored sample too
+    reward.reward("q1", "I'm sorry, I don't know anything about X.")  # a refusal not in the data
+    counts = reward.counts()
+    assert counts == {"completions": 4, "matched_samples": 2, "abstained": 1, "scored": 1, "claim_hits": 1,
+                      "claim_misses": 2, "claim_fallback_scored": 0, "claim_defaulted": 2,
+                      "claim_miss_rate": pytest.approx(2 / 3)}
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "selfrag_training.json").write_text(json.dumps({"method": "rloo"}))
+    assert MISS_RATE_WARN == 0.5
+    with pytest.warns(UserWarning, match="67% of the sampled claims are not in the ReSearch data"):
+        record_reward_counts(reward, adapter)
+    meta = json.loads((adapter / "selfrag_training.json").read_text())
+    assert meta["method"] == "rloo" and meta["reward_counts"]["claim_misses"] == 2
+    assert meta["reward_counts"]["miss_rate_warning"] is True and meta["reward_counts"]["miss_rate_warn_above"] == 0.5
+    fallback = DictScorer({})
+    online_misses = RecordClaimScorer([rec], fallback=fallback)
+    online_misses.score(["X was a painter.", "new one"], question="Who is X?")
+    assert (online_misses.hits, online_misses.misses, online_misses.fallback_scored, online_misses.defaulted) == (
+        1, 1, 1, 0)
+    quiet = UtilityReward([rec], SentenceSplitter(), DictScorer({}))  # online: no claim lookup, no warning
+    quiet.reward("q1", "X was a painter.")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        counts = record_reward_counts(quiet, tmp_path / "nowhere")
+    assert counts["scored"] == 1 and "claim_miss_rate" not in counts and counts["miss_rate_warning"] is False
+
+
+def test_a_passage_evaluator_refuses_records_without_passages(tiny_model_dir):
+    from langchain_selfrag.fakes import FakeReflectionLM
+    from langchain_selfrag.restraint.consistency import IsSupConsistencyScorer
+    from langchain_selfrag.restraint.scoring import IsSupScorer
+    from training.rloo import TrainingError, check_evidence, default_evaluator
+
+    bare = record([scored("X was a king.", {"X was a king.": 0.7}),
+                   scored("X was a king. X ruled Spain.", {"X was a king.": 0.7, "X ruled Spain.": 0.4})], rid="q2")
+    with_passages = reward_record()
+    lm = FakeReflectionLM()
+    check_evidence([with_passages], IsSupScorer(lm))
+    check_evidence([with_passages, bare], IsSupConsistencyScorer(lm))  # needs only the samples
+    check_evidence([bare], RecordClaimScorer([bare]))  # offline without an evaluator: no passages needed
+    for scorer in (IsSupScorer(lm), RecordClaimScorer([bare], fallback=IsSupScorer(lm))):
+        with pytest.raises(TrainingError, match=r"1 of 2 records have no passages \('q2'\).*--evaluator consistency"):
+            check_evidence([with_passages, bare], scorer)
+    with pytest.raises(TrainingError, match="no passages"):
+        default_evaluator([bare], str(tiny_model_dir), offline=False)
+    # the online variant for such data: self-consistency with the record's samples, on the completion itself
+    splitter, scorer = default_evaluator([bare], str(tiny_model_dir), offline=False, evaluator="consistency")
+    assert isinstance(scorer, IsSupConsistencyScorer)
+    reward = UtilityReward([bare], splitter, scorer)
+    value = reward.reward("q2", "X was a king. X was born in 1900.")
+    assert math.isfinite(value) and -2.0 <= value <= 2.0 and scorer.calls == 2 and scorer.fallbacks == 0
+    assert reward.counts() == {"completions": 1, "matched_samples": 0, "abstained": 0, "scored": 1,
+                               "evaluator_fallbacks": 0}
 
 
 def test_default_evaluator_scores_claims_with_the_frozen_reflection_model(tiny_model_dir):
@@ -440,6 +537,8 @@ def test_rloo_trains_on_the_expected_utility_of_sampled_answers(base_dir, tmp_pa
     assert json.loads((tmp_path / "rloo" / "reward_history.json").read_text())
     meta = assert_reloads(base_dir, result.adapter_dir, result.model)
     assert meta["method"] == "rloo" and meta["evaluator"] == {"splitter": "WordSplitter", "scorer": "LetterScorer"}
+    counts = meta["reward_counts"]
+    assert counts["scored"] > 0 and counts["completions"] >= counts["scored"] and counts["miss_rate_warning"] is False
 
 
 def test_rloo_command_line_offline(base_dir, tmp_path):
@@ -457,3 +556,7 @@ def test_rloo_command_line_offline(base_dir, tmp_path):
     assert main([*common, "--output-dir", str(tmp_path / "off"), "--offline", "--unknown-p", "0.3"]) == 0
     meta = json.loads((tmp_path / "off" / "adapter" / "selfrag_training.json").read_text())
     assert meta["offline"] is True and meta["steps"] == 1 and meta["evaluator"]["scorer"] == "RecordClaimScorer"
+    counts = meta["reward_counts"]
+    looked = counts["claim_hits"] + counts["claim_misses"]
+    assert counts["claim_defaulted"] == counts["claim_misses"] and counts["claim_fallback_scored"] == 0
+    assert counts["claim_miss_rate"] == (pytest.approx(counts["claim_misses"] / looked) if looked else None)

@@ -30,7 +30,7 @@ from typing import Any
 from langchain_selfrag import tokens as T
 
 from .cli_common import add_sft_arguments, config_from_args, parse
-from .research_pairs import TIE_RULE, ResearchDataError, dpo_dataset, read_research
+from .research_pairs import ResearchDataError, dpo_dataset, read_research, selection_rule
 from .sft import (
     META_FILE,
     SFTRunConfig,
@@ -266,8 +266,8 @@ def train_dpo(cfg: ResearchRunConfig, *, records: Sequence[Mapping[str, Any]] | 
     expose_head_bias(trainer.model)
     meta = {"method": "dpo", "research_data": str(cfg.train_file), "examples": len(pairs),
             "questions": len({p["id"] for p in pairs}), "eval_pairs": len(eval_pairs),
-            "pair_rule": f"{cfg.n_best} best x {cfg.n_worst} worst by E[U]; pairs of equal E[U] skipped",
-            "selection": TIE_RULE}
+            "pair_rule": f"{cfg.n_best} best x {cfg.n_worst} worst by the ranking; pairs of equal score skipped",
+            "selection": selection_rule(rows[: cfg.limit] if cfg.limit else rows)}
     return train_and_save(trainer, tokenizer, cfg, ids, out, meta)
 
 

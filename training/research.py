@@ -8,7 +8,8 @@ file or a Hugging Face directory), the claim splitter one claim per sentence, th
 :class:`~langchain_selfrag.restraint.consistency.IsSupConsistencyScorer` on the same model
 (``--scorer consistency``, the paper's self-evaluation) or
 :class:`~langchain_selfrag.restraint.scoring.IsSupScorer` against each question's passages
-(``--scorer passages``: a retrieval-grounded evaluator, like the paper's oracle). The
+(``--scorer passages``: a retrieval-grounded evaluator, like the paper's oracle; IsRel-weighted over
+the passages, calibrated when a calibration was fitted for the model file). The
 output JSONL is appended record by record; rerunning skips the questions already in it.
 """
 
@@ -25,8 +26,10 @@ from typing import Any
 from langchain_core.documents import Document
 
 from langchain_selfrag.jsonl import iter_jsonl
+from langchain_selfrag.restraint.calibration import calibration_for
 from langchain_selfrag.restraint.claims import SentenceSplitter, guess_entity
 from langchain_selfrag.restraint.consistency import IsSupConsistencyScorer
+from langchain_selfrag.restraint.ranking import rank_samples
 from langchain_selfrag.restraint.scoring import IsSupScorer
 
 from .research_data import Question, ReflectionLMPolicy, ResearchConfig, ResearchRun, run, unique_ids
@@ -160,7 +163,7 @@ def main(argv: Sequence[str] | None = None, *, lm: Any = None) -> int:
               file=sys.stderr)
         return 2
     model = lm if lm is not None else load_lm(args.model, args.threads, args.n_ctx)
-    scorer = (IsSupScorer(model) if args.scorer == "passages"
+    scorer = (IsSupScorer(model, calibration=calibration_for(model)) if args.scorer == "passages"
               else IsSupConsistencyScorer(model, args.n_subsets, args.subset_size, args.seed))
     research = ResearchRun(ReflectionLMPolicy(model, max_new_tokens=args.max_new_tokens), SentenceSplitter(),
                            scorer, config)
@@ -168,7 +171,7 @@ def main(argv: Sequence[str] | None = None, *, lm: Any = None) -> int:
     abstained: list[bool] = []
 
     def note(record: dict[str, Any]) -> None:
-        top = max(record["samples"], key=lambda s: (s["expected_utility"], -len(s["claims"])))
+        top = rank_samples(record["samples"], config.method)[0]
         best.append(top["expected_utility"])
         abstained.append(bool(top["abstain"]))
 

@@ -4,8 +4,10 @@ For each question: K iterations of J samples from a policy, the first with P_wri
 P_rewrite listing the claims believed true so far (p > rho) as "Facts"; every sample is split into
 claims (a :class:`~langchain_selfrag.restraint.claims.ClaimSplitter`), each claim gets a probability
 from a pluggable :class:`~langchain_selfrag.restraint.scoring.ClaimScorer` given all the answers so
-far, and E[U] (Eq. 4) over all its claims; an abstention in the policy's style closes the record
-with E[U] = 0. The paper's "search" baseline is one round of K*J samples with P_write.
+far, and once all rounds are done E[U] (Eq. 4) of every sample uses each claim's latest
+probability; an abstention in the policy's style closes the record
+with E[U] = 0. The paper's "search" baseline is one round of K*J samples with P_write, ranked by
+average accuracy and declining below 0.5 (:mod:`langchain_selfrag.restraint.ranking`).
 
 One JSONL record per question (the "ReSearch data" format read by ``training.research_pairs``)::
 
@@ -197,12 +199,26 @@ class ResearchRun:
         cfg = self.config
         return [cfg.iterations * cfg.samples] if cfg.method == "search" else [cfg.samples] * cfg.iterations
 
+    def sample_record(self, k: int, kind: str, sample: Sample, claims: list[str],
+                      probs: dict[str, float]) -> dict[str, Any]:
+        """One sample of a record, its claims scored with ``probs`` (the final probabilities)."""
+        ps = [probs[c] for c in claims]
+        return {"iteration": k, "prompt_kind": kind, "completion": sample.completion, "text": sample.text,
+                "claims": claim_records(claims, ps, self.config.rho),
+                "expected_utility": expected_utility(ps, self.config.rho), "abstain": False}
+
     def record(self, q: Question) -> dict[str, Any]:
-        """The ReSearch record of one question."""
+        """The ReSearch record of one question.
+
+        A claim is scored when a round brings it (against all the answers so far, so a claim said
+        again later is scored again with more of them); E[U] of every sample is computed once the
+        record is complete, from each claim's latest probability (the paper computes Eq. 4 once the
+        dataset is produced, not with a round's earlier estimates).
+        """
         cfg = self.config
         answers: list[str] = []
         probs: dict[str, float] = {}  # every claim so far -> its latest probability
-        samples: list[dict[str, Any]] = []
+        drawn_all: list[tuple[int, str, Sample, list[str]]] = []
         instruction = P_WRITE.format(entity=q.entity)
         for k, n in enumerate(self.rounds(), start=1):
             kind = "write" if k == 1 else "rewrite"
@@ -217,11 +233,8 @@ class ResearchRun:
             scores = self.scorer.score(unique, question=q.question, entity=q.entity, evidence=q.passages,
                                        samples=answers) if unique else []
             probs.update(zip(unique, (float(p) for p in scores)))
-            for s, cs in zip(drawn, claims):
-                ps = [probs[c] for c in cs]
-                samples.append({"iteration": k, "prompt_kind": kind, "completion": s.completion, "text": s.text,
-                                "claims": claim_records(cs, ps, cfg.rho),
-                                "expected_utility": expected_utility(ps, cfg.rho), "abstain": False})
+            drawn_all += [(k, kind, s, cs) for s, cs in zip(drawn, claims)]
+        samples = [self.sample_record(k, kind, s, cs, probs) for k, kind, s, cs in drawn_all]
         stop = self.policy.abstention(q.entity)
         samples.append({"iteration": -1, "completion": stop.completion, "text": stop.text, "claims": [],
                         "expected_utility": 0.0, "abstain": True})

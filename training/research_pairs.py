@@ -9,8 +9,12 @@ abstention sample at E[U] = 0). From it:
 * :func:`dpo_pairs` - the 2 best x 2 worst samples as TRL ``{prompt, chosen, rejected}`` pairs;
 * :func:`rloo_prompt` - ``{prompt, record_id}`` rows for TRL's ``RLOOTrainer``.
 
-Ranking (:func:`rank_samples`): higher E[U] first; at equal E[U] fewer claims first (so the
-abstention, with no claims, wins a tie with an answer worth 0), then the original order.
+Ranking (:func:`rank_samples`) follows the record's ``method``
+(:mod:`langchain_selfrag.restraint.ranking`): ReSearch ranks by E[U], higher first, at equal E[U]
+fewer claims first (so the abstention, with no claims, wins a tie with an answer worth 0), then the
+original order; the paper's search baseline (``"method": "search"``) ranks by average accuracy
+and declines (the abstention ranks first) when the best answer's expected accuracy is below 0.5.
+DPO pairs need the chosen side strictly better under the same rule.
 """
 
 from __future__ import annotations
@@ -22,13 +26,21 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from langchain_selfrag.jsonl import iter_jsonl
+from langchain_selfrag.restraint import ranking
+from langchain_selfrag.restraint.ranking import record_method, sample_utility
 from langchain_selfrag.tokens import strip_reflection_tokens
 
 Record = Mapping[str, Any]
 Sample = Mapping[str, Any]
 
-#: How the SFT selection breaks ties, recorded in the training metadata.
-TIE_RULE = "max E[U]; ties: fewer claims (abstention first), then sample order"
+#: How the SFT selection of ReSearch data ranks and breaks ties, recorded in the training metadata.
+TIE_RULE = ranking.RULES["research"]
+
+
+def selection_rule(records: Iterable[Record]) -> str:
+    """The ranking rule(s) of ``records`` for the training metadata (one per method, ``; ``-joined)."""
+    methods = dict.fromkeys(record_method(r) for r in records)
+    return " | ".join(f"{m}: {ranking.RULES[m]}" if len(methods) > 1 else ranking.RULES[m] for m in methods)
 
 _ABSTAIN_START = re.compile(
     r"^\s*(i'?m sorry|i am sorry|sorry|i (do not|don't) (know|have)|i (cannot|can't|am unable|am not able)"
@@ -82,32 +94,18 @@ def record_id(record: Record, index: int = 0) -> str:
 # ---------------------------------------------------------------------------------------------
 # utility and ranking
 # ---------------------------------------------------------------------------------------------
-def claim_probs(sample: Sample) -> list[float]:
-    """Probability of each claim of a sample."""
-    return [float(c["p"]) for c in sample.get("claims") or ()]
-
-
-def sample_utility(sample: Sample, rho: float | None = None) -> float:
-    """E[U] of a sample: the stored value, or recomputed from its claims at another ``rho``."""
-    if rho is None:
-        return float(sample["expected_utility"])
-    from langchain_selfrag.restraint.utility import expected_utility
-
-    return float(expected_utility(claim_probs(sample), rho))
+def sample_score(record: Record, sample: Sample, rho: float | None = None) -> float:
+    """What the record's method maximises for ``sample``: E[U] (research) or average accuracy (search)."""
+    return ranking.sample_score(sample, record_method(record), rho)
 
 
 def rank_samples(record: Record, rho: float | None = None) -> list[Sample]:
-    """Samples best first: higher E[U], then fewer claims, then earlier in the record."""
-    samples = list(record["samples"])
-    order = sorted(
-        range(len(samples)),
-        key=lambda i: (-sample_utility(samples[i], rho), len(samples[i].get("claims") or ()), i),
-    )
-    return [samples[i] for i in order]
+    """Samples best first under the record's method (see the module doc)."""
+    return ranking.rank_samples(list(record["samples"]), record_method(record), rho)
 
 
 def best_sample(record: Record, rho: float | None = None) -> Sample:
-    """The sample of highest E[U] (see :func:`rank_samples` for ties)."""
+    """The best sample under the record's method (see :func:`rank_samples`)."""
     return rank_samples(record, rho)[0]
 
 
@@ -139,7 +137,8 @@ def dpo_pairs(
     """``n_best`` x ``n_worst`` preference pairs of one question (best chosen, worst rejected).
 
     A pair is skipped when both sides are the same sample or the same text, or when the chosen
-    side is not strictly better; with fewer than ``n_best + n_worst`` samples the two groups
+    side is not strictly better by the record's method (``*_utility`` hold E[U], ``*_score`` what
+    the method ranks by); with fewer than ``n_best + n_worst`` samples the two groups
     overlap and fewer pairs come out.
     """
     ranked = rank_samples(record, rho)
@@ -149,13 +148,14 @@ def dpo_pairs(
     seen: set[tuple[str, str]] = set()
     for chosen in best:
         for rejected in worst:
-            u_c, u_r = sample_utility(chosen, rho), sample_utility(rejected, rho)
+            s_c, s_r = sample_score(record, chosen, rho), sample_score(record, rejected, rho)
             key = (chosen["completion"], rejected["completion"])
-            if chosen is rejected or key[0] == key[1] or not u_c > u_r or key in seen:
+            if chosen is rejected or key[0] == key[1] or not s_c > s_r or key in seen:
                 continue
             seen.add(key)
             pairs.append({"prompt": record["prompt"], "chosen": key[0], "rejected": key[1], "id": rid,
-                          "chosen_utility": u_c, "rejected_utility": u_r})
+                          "chosen_utility": sample_utility(chosen, rho), "rejected_utility": sample_utility(rejected, rho),
+                          "chosen_score": s_c, "rejected_score": s_r})
     return pairs
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from .cli_common import config_from_args, parse
 from .dpo import add_research_arguments
 from .qa_data import write_jsonl
-from .research_pairs import TIE_RULE, ResearchDataError, read_research, sft_records
+from .research_pairs import ResearchDataError, read_research, selection_rule, sft_records
 from .sft import SFTResult, SFTRunConfig, TrainingError, train_sft
 
 
@@ -37,11 +37,12 @@ def train_research_sft(cfg: SFTRunConfig, rho: float | None = None, *, callbacks
     research, research_eval = cfg.train_file, cfg.eval_file
     cfg.train_file = str(out / "research_sft_train.jsonl")
     n = write_sft_data(research, Path(cfg.train_file), rho, cfg.limit)
+    rule = selection_rule(read_research(research, cfg.limit))
     if research_eval:
         cfg.eval_file = str(out / "research_sft_eval.jsonl")
         write_sft_data(research_eval, Path(cfg.eval_file), rho)
     cfg.extra = dict(cfg.extra) | {"method": "research_sft", "research_data": str(research), "questions": n,
-                                   "rho": rho, "selection": TIE_RULE}
+                                   "rho": rho, "selection": rule}
     return train_sft(cfg, callbacks=callbacks)
 
 

@@ -3,14 +3,22 @@
 The reward of a sampled completion is its E[U] at rho* (Eq. 4) under a FROZEN evaluator: a
 ``ClaimSplitter`` breaks the answer into claims and a ``ClaimScorer`` gives each a probability of
 being true; an abstention (empty, the record's own abstention, or a one-sentence refusal) scores 0.
-Command-line default: :class:`~langchain_selfrag.restraint.claims.SentenceSplitter` and
-:class:`~langchain_selfrag.restraint.scoring.IsSupScorer` of the ``--evaluator-model`` GGUF over the
-passages each record carries (``"passages": [{"title", "text"}]``).
+The online reward is computed on the sampled completion itself. Command line: claims are sentences
+(:class:`~langchain_selfrag.restraint.claims.SentenceSplitter`), scored by the
+``--evaluator-model`` reflection model with ``--evaluator passages`` (default:
+:class:`~langchain_selfrag.restraint.scoring.IsSupScorer` over the passages each record carries,
+``"passages": [{"title", "text"}]``) or ``--evaluator consistency``
+(:class:`~langchain_selfrag.restraint.consistency.IsSupConsistencyScorer` against the record's
+stored samples: the paper's self-consistency, for data made without passages). A scorer that needs
+passages refuses records without them (:func:`check_evidence`) instead of scoring every claim 0.5.
 
 ``--offline`` rewards from the fixed ReSearch data instead: a completion equal to one of the
 question's samples gets that sample's E[U]; otherwise each claim's probability is looked up among
 the question's scored claims, and a claim not found there is scored by the evaluator when one is
-given, else gets ``--unknown-p`` (default: the mean probability of the question's claims).
+given, else gets ``--unknown-p`` (default: the mean probability of the question's claims). TRL
+samples new completions, so most claims may miss and the reward then measures little more than
+length: the hit / miss / fallback counts (:meth:`UtilityReward.counts`) go into the training
+metadata (``reward_counts``), and a claim miss rate above :data:`MISS_RATE_WARN` is warned about.
 
 Defaults follow Table 17 (RLOO: 600 steps, lr 1e-6, batch 512 = 8 x 64 accumulation, KL 0.1);
 advantages are normalised to standard deviation 1, as in the paper. Writes what ``training.dpo``
@@ -27,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from statistics import fmean
@@ -59,9 +68,11 @@ from .research_pairs import (
     rloo_prompts,
     sample_utility,
 )
-from .sft import TrainingError, trainer_arguments
+from .sft import META_FILE, TrainingError, trainer_arguments
 
 DEFAULT_RHO = 0.5
+#: Offline rewards: warn when more than this share of the sampled claims is not in the data.
+MISS_RATE_WARN = 0.5
 
 
 def question_of(record: Mapping[str, Any]) -> str:
@@ -83,7 +94,8 @@ class RecordClaimScorer:
     A claim matches a stored claim of the record with the same question after
     :func:`~training.research_pairs.normalise_answer` (repeats averaged). Unmatched claims go to
     ``fallback`` (any ``ClaimScorer``) when given, else get ``default_p``, else the mean
-    probability of the question's claims (0.5 when it has none). ``hits``/``misses`` count claims.
+    probability of the question's claims (0.5 when it has none). Counters (claims): ``hits``,
+    ``misses``, and of the misses ``fallback_scored`` (by ``fallback``) and ``defaulted`` (a fixed p).
     """
 
     def __init__(self, records: Iterable[Mapping[str, Any]], *, fallback: Any = None, default_p: float | None = None):
@@ -97,7 +109,12 @@ class RecordClaimScorer:
                     known.setdefault(normalise_answer(str(claim["text"])), []).append(float(claim["p"]))
         self.fallback = fallback
         self.default_p = default_p
-        self.hits = self.misses = 0
+        self.hits = self.misses = self.fallback_scored = self.defaulted = 0
+
+    @property
+    def needs_evidence(self) -> bool:
+        """True when the fallback scorer judges claims against passages."""
+        return bool(getattr(self.fallback, "needs_evidence", False))
 
     def unknown_p(self, question: str) -> float:
         """The probability of a claim the data does not hold."""
@@ -117,8 +134,10 @@ class RecordClaimScorer:
         if missing and self.fallback is not None:
             filled = self.fallback.score([claims[i] for i in missing], question=question, entity=entity,
                                          evidence=evidence, samples=samples)
+            self.fallback_scored += len(missing)
         else:
             filled = [self.unknown_p(question)] * len(missing)
+            self.defaulted += len(missing)
         for i, p in zip(missing, filled):
             probs[i] = float(p)
         return [float(p) for p in probs]  # type: ignore[arg-type]
@@ -146,6 +165,22 @@ class UtilityReward:
         self.offline = offline
         self.cache: dict[tuple[str, str], float] = {}
         self.matched = self.scored = self.abstained = 0
+
+    def counts(self) -> dict[str, Any]:
+        """What the rewards were made of: completions matched to a stored sample, abstentions, scored
+        completions, claims the evaluator gave its no-evidence fallback and, for an offline scorer,
+        claim hits / misses / fallbacks and the miss rate."""
+        out: dict[str, Any] = {"completions": len(self.cache), "matched_samples": self.matched,
+                               "abstained": self.abstained, "scored": self.scored}
+        judge = self.scorer.fallback if isinstance(self.scorer, RecordClaimScorer) else self.scorer
+        if judge is not None and hasattr(judge, "fallbacks"):  # claims the frozen evaluator could not judge
+            out["evaluator_fallbacks"] = int(judge.fallbacks)
+        if isinstance(self.scorer, RecordClaimScorer):
+            sc = self.scorer
+            looked = sc.hits + sc.misses
+            out |= {"claim_hits": sc.hits, "claim_misses": sc.misses, "claim_fallback_scored": sc.fallback_scored,
+                    "claim_defaulted": sc.defaulted, "claim_miss_rate": sc.misses / looked if looked else None}
+        return out
 
     def __call__(self, prompts: Sequence[str], completions: Sequence[Any],
                  completion_ids: Sequence[Sequence[int]] | None = None, record_id: Sequence[str] | None = None,
@@ -191,6 +226,46 @@ class UtilityReward:
         self.scored += 1
         rho = self.rho if self.rho is not None else float(record.get("rho", DEFAULT_RHO))
         return expected_utility(probs, rho)
+
+
+def needs_evidence(scorer: Any) -> bool:
+    """True for a scorer that judges claims against passages (it declares ``needs_evidence``)."""
+    return bool(getattr(scorer, "needs_evidence", False))
+
+
+def check_evidence(records: Sequence[Mapping[str, Any]], scorer: Any) -> None:
+    """TrainingError when ``scorer`` needs passages and some records carry none.
+
+    Such a scorer would give every claim of those records its no-evidence fallback (a constant),
+    and RLOO would train on a reward that says nothing.
+    """
+    if not needs_evidence(scorer):
+        return
+    bare = [record_id(r, i) for i, r in enumerate(records) if not evidence_of(r)]
+    if bare:
+        shown = ", ".join(repr(b) for b in bare[:3]) + (" ..." if len(bare) > 3 else "")
+        raise TrainingError(
+            f"{len(bare)} of {len(records)} records have no passages ({shown}), but the {type(scorer).__name__} "
+            "evaluator judges claims against passages: make the data with passages (training.research_data "
+            "--passages / --scorer passages) or use --evaluator consistency")
+
+
+def record_reward_counts(reward: UtilityReward, adapter_dir: str | Path, *,
+                         warn_above: float = MISS_RATE_WARN) -> dict[str, Any]:
+    """Add the reward's :meth:`~UtilityReward.counts` to the adapter's metadata (``reward_counts``);
+    warn when the offline claim miss rate is above ``warn_above``."""
+    counts = reward.counts() | {"miss_rate_warn_above": warn_above}
+    rate = counts.get("claim_miss_rate")
+    counts["miss_rate_warning"] = bool(rate is not None and rate > warn_above)
+    if counts["miss_rate_warning"]:
+        warnings.warn(f"offline RLOO reward: {rate:.0%} of the sampled claims are not in the ReSearch data "
+                      f"(above {warn_above:.0%}); they got a fallback probability, so the reward mostly counts "
+                      "sentences. Use an online evaluator (--evaluator-model without --offline).", stacklevel=2)
+    path = Path(adapter_dir) / META_FILE
+    if path.is_file():
+        meta = json.loads(path.read_text())
+        path.write_text(json.dumps(meta | {"reward_counts": counts}, indent=1))
+    return counts
 
 
 def write_reward_curve(log_history: Sequence[Mapping[str, Any]], output_dir: str | Path) -> Path | None:
@@ -251,10 +326,11 @@ def train_rloo(cfg: ResearchRunConfig, reward: UtilityReward | None = None, *, s
     out.mkdir(parents=True, exist_ok=True)
     rows = list(records) if records is not None else read_research(cfg.train_file, cfg.limit)
     rows = rows[: cfg.limit] if cfg.limit else rows
+    if reward is None and (splitter is None or scorer is None):
+        raise TrainingError("train_rloo needs a reward, or a splitter and a scorer")
+    check_evidence(rows, reward.scorer if reward is not None else scorer)
     model, tokenizer, ids, peft_cfg = prepare_policy(cfg)
     if reward is None:
-        if splitter is None or scorer is None:
-            raise TrainingError("train_rloo needs a reward, or a splitter and a scorer")
         reward = UtilityReward(rows, splitter, scorer, rho=cfg.rho, tokenizer=tokenizer, offline=offline)
     args = RLOOConfig(
         **trainer_arguments(cfg, RLOOConfig, out),
@@ -282,21 +358,39 @@ def train_rloo(cfg: ResearchRunConfig, reward: UtilityReward | None = None, *, s
             "evaluator": {"splitter": type(reward.splitter).__name__, "scorer": type(reward.scorer).__name__}}
     result = train_and_save(trainer, tokenizer, cfg, ids, out, meta)
     write_reward_curve(result.log_history, out)
+    record_reward_counts(reward, result.adapter_dir)
     return result
 
 
+EVALUATORS = ("passages", "consistency")
+
+
 def default_evaluator(records: Sequence[Mapping[str, Any]], evaluator_model: str | None, *, offline: bool,
-                      unknown_p: float | None = None, threads: int | None = None):
-    """``(splitter, scorer)``: sentences as claims; IsSup of the evaluator model, looked up first when offline."""
+                      unknown_p: float | None = None, threads: int | None = None, evaluator: str = "passages"):
+    """``(splitter, scorer)``: sentences as claims, scored by the frozen ``evaluator_model``.
+
+    ``evaluator``: ``"passages"`` (IsSup against each record's passages) or ``"consistency"``
+    (IsSup self-consistency with the record's stored samples). Offline, the data is looked up
+    first and the evaluator scores only the claims it does not hold. Records a passage scorer
+    cannot judge are refused (:func:`check_evidence`).
+    """
     from langchain_selfrag.restraint.claims import SentenceSplitter
 
+    if evaluator not in EVALUATORS:
+        raise TrainingError(f"--evaluator must be one of {', '.join(EVALUATORS)}, not {evaluator!r}")
     scorer = None
     if evaluator_model:
         from langchain_selfrag.lm import load_reflection_lm, resolve_backend
+        from langchain_selfrag.restraint.calibration import calibration_for
+        from langchain_selfrag.restraint.consistency import IsSupConsistencyScorer
         from langchain_selfrag.restraint.scoring import IsSupScorer
 
+        if evaluator == "passages":
+            check_evidence(records, IsSupScorer)
         options = {"n_threads": threads} if threads and resolve_backend(evaluator_model) == "llamacpp" else {}
-        scorer = IsSupScorer(load_reflection_lm(evaluator_model, **options))
+        lm = load_reflection_lm(evaluator_model, **options)
+        scorer = (IsSupScorer(lm, calibration=calibration_for(lm)) if evaluator == "passages"
+                  else IsSupConsistencyScorer(lm))
     if offline:
         scorer = RecordClaimScorer(records, fallback=scorer, default_p=unknown_p)
     if scorer is None:
@@ -315,6 +409,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--top-p", type=float, default=1.0)
     ap.add_argument("--raw-advantages", action="store_true", help="do not normalise advantages to std 1")
     ap.add_argument("--evaluator-model", help="frozen judge for IsSup claim scores (a GGUF path)")
+    ap.add_argument("--evaluator", choices=EVALUATORS, default="passages",
+                    help="judge claims against each record's passages, or by self-consistency with its samples")
     ap.add_argument("--offline", action="store_true", help="rewards from the fixed ReSearch data (see the module doc)")
     ap.add_argument("--unknown-p", type=float, help="offline: probability of a claim not in the data")
     return ap
@@ -329,15 +425,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = research_config(args, beta=args.beta)
         records = read_research(cfg.train_file, cfg.limit)
         splitter, scorer = default_evaluator(records, args.evaluator_model, offline=args.offline,
-                                             unknown_p=args.unknown_p, threads=args.threads)
+                                             unknown_p=args.unknown_p, threads=args.threads,
+                                             evaluator=args.evaluator)
         result = train_rloo(cfg, splitter=splitter, scorer=scorer, offline=args.offline, records=records,
                             num_generations=args.num_generations, max_completion_length=args.max_completion_length,
                             temperature=args.temperature, top_p=args.top_p,
                             normalize_advantages=not args.raw_advantages)
     except (TrainingError, ResearchDataError, ReflectionLMError) as exc:
         ap.exit(2, f"error: {exc}\n")
+    counts = json.loads((result.adapter_dir / META_FILE).read_text()).get("reward_counts")
     print(json.dumps({"adapter": str(result.adapter_dir), "steps": result.steps, "train_loss": result.train_loss,
-                      "prompts": result.examples, "seconds": round(result.seconds, 1)}, indent=1))
+                      "prompts": result.examples, "seconds": round(result.seconds, 1), "reward_counts": counts},
+                     indent=1))
     return 0
 
 

@@ -67,6 +67,9 @@ if [ "$ALL" = 1 ]; then
   EVAL_ARGS+=(--model "sft=$RUN/sft/adapter" --model "rloo=$RUN/rloo/adapter" --research "$RUN/research_eval.jsonl")
 fi
 
-# 4. held-out entities + invented people: prompted, safety-prompted, Self-RAG (+ restrain), the trained models
+# 4. held-out entities + invented people: prompted, safety-prompted, Self-RAG (+ restrain), the trained models,
+#    judged by lexical overlap with the passages (shares nothing with the restraint scorer); the agreement of
+#    every judge with the hand-labelled claims goes in the report
 $PY -m langchain_selfrag.evaluation bio --data "$DATA" --split test --limit "$EVAL_LIMIT" --rho 0.2,0.5,0.8 \
-  --selfrag-mode "$SELFRAG_MODE" "${EVAL_ARGS[@]}" --out "$RUN/eval"
+  --selfrag-mode "$SELFRAG_MODE" "${EVAL_ARGS[@]}" --judge overlap --judge-labels tests/data/bio_claims.jsonl \
+  --out "$RUN/eval"

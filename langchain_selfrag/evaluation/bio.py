@@ -38,7 +38,7 @@ from .bio_systems import (
     strip_refusals,
 )
 from .cache import CachingLM
-from .judge import IsSupJudge, describe
+from .judge import IsSupJudge, OverlapJudge, describe
 from .runner import EvalError, read_records, repair_records
 
 
@@ -56,8 +56,39 @@ class BioOptions:
     n_resamples: int = 1000
     seed: int = 0
     research_path: str = ""
+    #: The judge when none is passed: ``overlap`` (lexical, shares nothing with the restraint scorer)
+    #: or ``issup`` (the reflection model's IsSup: self-graded).
+    judge_kind: str = "overlap"
     judge_threshold: float = 0.5
     judge_passages: int | None = None
+    #: Hand-labelled claims (:mod:`.bio_judges`): when given, every judge's agreement goes in the report.
+    judge_labels: str = ""
+
+    def __post_init__(self) -> None:
+        if self.judge_kind not in JUDGE_KINDS:
+            raise EvalError(f"judge must be one of {', '.join(JUDGE_KINDS)}, not {self.judge_kind!r}")
+
+
+#: The judges run_bio builds itself (a chat judge is passed in).
+JUDGE_KINDS = ("overlap", "issup")
+
+
+def default_judge(kind: str, lm: Any, options: BioOptions) -> Any:
+    """The judge of ``kind``: :class:`OverlapJudge`, or :class:`IsSupJudge` over ``lm``."""
+    if kind == "issup":
+        return IsSupJudge(lm, threshold=options.judge_threshold, max_passages=options.judge_passages,
+                          model_name=options.model_name)
+    return OverlapJudge()
+
+
+def judge_agreements(judge: Any, lm: Any, options: BioOptions) -> list[dict[str, Any]]:
+    """Agreement with ``options.judge_labels`` of the run's judge, then of the built-in judges it is not."""
+    from .bio_judges import agreement, load_labelled
+
+    claims = load_labelled(options.judge_labels)
+    judges = [judge] + [default_judge(kind, lm, options) for kind in JUDGE_KINDS
+                        if not isinstance(judge, OverlapJudge if kind == "overlap" else IsSupJudge)]
+    return [agreement(j, claims) for j in judges]
 
 
 # -- resume -------------------------------------------------------------------------------------
@@ -88,9 +119,12 @@ def _records(path: Path) -> dict[str, dict[str, Any]]:
 
 # -- running ------------------------------------------------------------------------------------
 def _default_chain_factory(lm: Any, **settings: Any) -> Any:
+    """The chain of the bio systems: the paper's knobs (``SelfRAGConfig.paper()``: abstention is
+    what self-restraint is compared on, so the chain itself never abstains on evidence)."""
     from ..chain import SelfRAGChain
+    from ..config import PAPER_SETTINGS
 
-    return SelfRAGChain.from_retriever(lm, None, **settings)
+    return SelfRAGChain.from_retriever(lm, None, **{**PAPER_SETTINGS, **settings})
 
 
 def _run_one(runner: BioRunner, question: BioQuestion, lms: Sequence[Any]) -> dict[str, Any]:
@@ -174,9 +208,10 @@ def run_bio(
 ) -> dict[str, Any]:
     """Answer, judge and report every system of ``options`` on ``questions``; returns the report.
 
-    ``lm``: the base reflection LM (prompted, safety-prompted, Self-RAG systems and the default
-    judge); ``models``: the LM of each trained system; ``judge``: default :class:`IsSupJudge` over
-    ``lm`` (``options.judge_threshold``, ``options.judge_passages``); ``splitter``: default
+    ``lm``: the base reflection LM (prompted, safety-prompted, Self-RAG systems and the IsSup
+    judge); ``models``: the LM of each trained system; ``judge``: default ``options.judge_kind``
+    (:func:`default_judge`: the lexical :class:`OverlapJudge`, or :class:`IsSupJudge` over ``lm``
+    with ``options.judge_threshold`` and ``options.judge_passages``); ``splitter``: default
     :class:`SentenceSplitter`; ``research``: ReSearch records by entity.
     """
     out = Path(out)
@@ -189,8 +224,7 @@ def run_bio(
     base = CachingLM(lm) if options.cache else lm
     wrapped = {name: (CachingLM(m) if options.cache else m) for name, m in models.items()}
     if judge is None:
-        judge = IsSupJudge(base, threshold=options.judge_threshold, max_passages=options.judge_passages,
-                           model_name=options.model_name)
+        judge = default_judge(options.judge_kind, base, options)
     splitter = splitter or SentenceSplitter()
     info = {
         "task": "bio",
@@ -242,6 +276,9 @@ def run_bio(
         for handle in handles.values():
             handle.close()
     report = build_report(data, questions, answers, labels, options, judge=judge, splitter=splitter)
+    if options.judge_labels:
+        report["judge_agreement"] = judge_agreements(judge, base, options)
+        report["run"]["judge_labels"] = options.judge_labels
     report["plots"] = save_plot(report, out)
     R.write_report(out, report)
     return report
@@ -293,7 +330,8 @@ def build_report(data: BioData, questions: Sequence[BioQuestion], answers: Mappi
                                       seed=options.seed),
         }
     real = [q for q in questions if not q.invented]
-    default_judge = isinstance(judge, IsSupJudge)
+    self_graded = isinstance(judge, IsSupJudge)
+    caveats = [R.JUDGE_CAVEAT] if self_graded else [R.OVERLAP_CAVEAT] if isinstance(judge, OverlapJudge) else []
     report: dict[str, Any] = {
         "task": "bio",
         "run": {
@@ -308,7 +346,8 @@ def build_report(data: BioData, questions: Sequence[BioQuestion], answers: Mappi
             "research": options.research_path or None,
             "judge": judge.name,
             "judge_description": describe(judge),
-            "default_judge": default_judge,
+            "self_graded_judge": self_graded,
+            "independent_judge": not self_graded,
             "splitter": ("one claim per sentence (SentenceSplitter)" if isinstance(splitter, SentenceSplitter)
                          else type(splitter).__name__),
             "settings": dict(options.settings),
@@ -318,7 +357,7 @@ def build_report(data: BioData, questions: Sequence[BioQuestion], answers: Mappi
         "systems": systems,
         "comparisons": R.comparisons(judged_items, invented, options.utility_rhos, n_resamples=options.n_resamples,
                                      seed=options.seed),
-        "caveats": [R.JUDGE_CAVEAT] if default_judge else [],
+        "caveats": caveats,
         "notes": [
             ("Claims the judge could not label are left out of accuracy and utility (column 'unjudged' in "
             "report.json); answers that failed with an error are left out of every metric ('errors')."),

@@ -51,8 +51,13 @@ def add_bio_arguments(parser: argparse.ArgumentParser) -> None:
                        help="retrieval mode of the Self-RAG systems given the entity's passages (default adaptive, "
                             "the library's default)")
     group.add_argument("--research", help="ReSearch records (JSONL) of these questions: adds the research system")
-    group.add_argument("--judge", default="issup", choices=("issup", "chat"),
-                       help="issup: the reflection model's IsSup (default; weak, self-graded); chat: --chat-model")
+    group.add_argument("--judge", default="overlap", choices=("overlap", "issup", "chat"),
+                       help="overlap: lexical overlap with the entity's passages (default; shares no signal with the "
+                            "restraint scorer); issup: the reflection model's IsSup (weak, self-graded); "
+                            "chat: --chat-model")
+    group.add_argument("--judge-labels", metavar="FILE",
+                       help="hand-labelled claims (JSONL, e.g. tests/data/bio_claims.jsonl): report every judge's "
+                            "agreement with them")
     group.add_argument("--judge-threshold", type=float, default=0.5, help="IsSup judge: true iff score > this")
     group.add_argument("--judge-passages", type=int, help="judge against only the first N passages")
     group.add_argument("--chat-model", help="chat model for --judge chat / --splitter llm "
@@ -141,7 +146,9 @@ def run_bio_command(args: argparse.Namespace, *, load_model: Callable[[str], Any
         n_resamples=args.bootstrap,
         seed=args.seed,
         research_path=str(Path(args.research).resolve()) if args.research else "",
+        judge_kind=args.judge if args.judge != "chat" else "overlap",
         judge_threshold=args.judge_threshold,
+        judge_labels=str(Path(args.judge_labels).resolve()) if args.judge_labels else "",
         judge_passages=args.judge_passages,
     )
     started = time.perf_counter()

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .bio_judges import agreement_table
 from .bio_metrics import Judged, metric_table, paired_difference, utility_key
 from .report import write_report as write_json_and_markdown
 
@@ -19,7 +20,7 @@ SUBSETS = ("entities", "invented", "all")
 PLOT_FILE = "bio_tradeoff.png"
 
 JUDGE_CAVEAT = (
-    "The default judge is weak and self-graded. It is the reflection model's own IsSup probability (the "
+    "The IsSup judge is weak and self-graded. It is the reflection model's own IsSup probability (the "
     "bundled Self-RAG model unless --model names another) of each claim against the entity's retrieved "
     "passages, not an independent fact checker: "
     "the model grades its own claims (and those of its fine-tunes) with the critique it also uses to write "
@@ -28,7 +29,16 @@ JUDGE_CAVEAT = (
     "people of a similar name: a claim copied from a passage about someone else counts as true, and a true claim "
     "missing from them counts as false. Read the numbers as a "
     "comparison of systems under this judge, not as factual accuracy (the paper judges with Llama-2-70B "
-    "over the entity's Wikipedia page). Pass a stronger chat model with --judge chat for better labels."
+    "over the entity's Wikipedia page). Use the default lexical judge, or a stronger chat model with --judge chat."
+)
+
+OVERLAP_CAVEAT = (
+    "The judge is lexical: a claim is true when some two consecutive sentences of the passages titled with the "
+    "entity's name hold every number and proper noun of the claim and most of its other words. It shares no signal "
+    "with any model, so it does not grade restraint by the filter restraint used, but it is strict about wording: a "
+    "true claim said in other words counts as false, and a false claim made of true words (a role moved from one "
+    "name to another in the same sentence) as true. Its agreement with hand-labelled claims is reported below when "
+    "--judge-labels is given (python -m langchain_selfrag.evaluation.bio_judges measures it alone)."
 )
 
 
@@ -141,8 +151,7 @@ def markdown_report(report: Mapping[str, Any]) -> str:
         (f"- intervals: percentile bootstrap 95% over questions ({run.get('bootstrap', {}).get('resamples', '?')} "
         f"resamples, seed {run.get('bootstrap', {}).get('seed', '?')})"),
         "",
-        f"> **Judge caveat.** {JUDGE_CAVEAT}" if run.get("default_judge") else f"> **Judge.** {run.get('judge_description', '')}",
-        "",
+        *[f"> **Judge caveat.** {text}\n" for text in report.get("caveats") or []],
         ("Accuracy: #true / #judged claims of answered questions. Claims/answer: over answered questions. "
         "U(rho*): mean over questions of #true - rho*/(1-rho*) #false, an abstention scoring 0."),
         "",
@@ -154,6 +163,9 @@ def markdown_report(report: Mapping[str, Any]) -> str:
         "",
         *markdown_table(report["systems"], "invented", rhos, False),
     ]
+    if report.get("judge_agreement"):
+        lines += ["", f"## Agreement of the judges with hand-labelled claims (`{run.get('judge_labels', '?')}`)", "",
+                  *agreement_table(report["judge_agreement"])]
     if report.get("comparisons"):
         lines += ["", "## Paired differences on the held-out entities (same questions, bootstrap 95% interval)", "",
                   *comparison_table(report["comparisons"], rhos)]

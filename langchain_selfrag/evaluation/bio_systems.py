@@ -184,13 +184,17 @@ def chain_runner(spec: BioSystemSpec, chain: Any, settings: Mapping[str, Any] | 
 
 # -- ReSearch records ---------------------------------------------------------------------------
 def best_sample(record: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The sample of highest E[U]; ties: fewer claims first, then the earlier sample."""
+    """The best sample under the record's method (:mod:`langchain_selfrag.restraint.ranking`):
+    highest E[U] for ReSearch, highest average accuracy (declining below 0.5) for the search baseline."""
+    from ..restraint.ranking import rank_samples, record_method
+
     samples = list(record.get("samples") or [])
     if not samples:
         raise DatasetError(f"ReSearch record {record.get('id')!r} has no samples")
-    ranked = sorted(enumerate(samples), key=lambda item: (-float(item[1].get("expected_utility", 0.0)),
-                                                         len(item[1].get("claims") or []), item[0]))
-    return ranked[0][1]
+    try:
+        return rank_samples(samples, record_method(record))[0]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DatasetError(f"ReSearch record {record.get('id')!r}: {exc}") from exc
 
 
 def load_research(path: str | Path) -> dict[str, Mapping[str, Any]]:

@@ -3,8 +3,11 @@
 * :mod:`.utility`: ``lam``, ``utility``, ``expected_utility`` (Eq. 1-4) and ``keep_claims``, pure;
 * :mod:`.prompts`: Table 4's P_write, P_safe write, P_rewrite, P_eval and P_splitter;
 * :mod:`.claims`: claim splitting (by sentence, or through any LangChain chat model or LLM);
-* :mod:`.scoring`: claim probabilities by verbalised self-consistency or by Self-RAG IsSup;
-* :mod:`.consistency`: self-consistency scored by the reflection model's IsSup head;
+* :mod:`.scoring`: the claim scorer protocol and claim probabilities from Self-RAG IsSup;
+* :mod:`.calibration`: IsSup aggregated over passages and calibrated on labelled claims (pure);
+* :mod:`.ranking`: how ReSearch and the search baseline rank samples (pure);
+* :mod:`.rewrite`: the kept claims as text (P_rewrite, or whole sentences);
+* :mod:`.consistency`: self-consistency (P_eval, or read by the reflection model's IsSup head);
 * :mod:`.node`: the ``restrain`` graph node (knob ``rho`` of ``SelfRAGConfig``), imported on first
   use so that the pure parts load without LangGraph.
 """
@@ -22,7 +25,7 @@ from .claims import (
     split_sentences,
     strip_citations,
 )
-from .consistency import IsSupConsistencyScorer
+from .consistency import IsSupConsistencyScorer, SelfConsistencyScorer, sentence_pool, without_own
 from .prompts import (
     ABSTENTION,
     P_EVAL,
@@ -35,7 +38,8 @@ from .prompts import (
     format_sources,
     splitter_prompt,
 )
-from .scoring import ClaimScorer, IsSupScorer, SelfConsistencyScorer, parse_probability, sample_sentences
+from .rewrite import ClaimRewriter, LLMRewriter, join_kept, name_the_subject
+from .scoring import ClaimScorer, IsSupScorer, parse_probability
 from .utility import (
     ClaimRecord,
     check_rho,
@@ -61,11 +65,13 @@ __all__ = [
     "REASON_PREFIX",
     "SPLITTER_EXAMPLE",
     "ClaimRecord",
+    "ClaimRewriter",
     "ClaimScorer",
     "ClaimSplitter",
     "IsSupConsistencyScorer",
     "IsSupScorer",
     "LLMClaimSplitter",
+    "LLMRewriter",
     "RestraintResult",
     "SelfConsistencyScorer",
     "SentenceSplitter",
@@ -76,21 +82,24 @@ __all__ = [
     "format_facts",
     "format_sources",
     "guess_entity",
+    "join_kept",
     "keep_claims",
     "kept_expected_utility",
     "lam",
     "model_texts",
+    "name_the_subject",
     "parse_claims",
     "parse_probability",
     "restrain",
     "restrain_answer",
     "route_after_select",
-    "sample_sentences",
+    "sentence_pool",
     "split_answer",
     "split_sentences",
     "splitter_prompt",
     "strip_citations",
     "utility",
+    "without_own",
 ]
 
 

@@ -1,4 +1,13 @@
-"""Self-consistency read by the reflection model's IsSup head (an adaptation of seed 004, Eq. 3).
+"""Self-consistency (seed 004, Eq. 3): a claim is likely true when the other sampled answers agree.
+
+* :class:`SelfConsistencyScorer`: the paper's P_eval path, a verbalised probability from any
+  LangChain chat model or LLM;
+* :class:`IsSupConsistencyScorer`: the same estimator read by the reflection model's IsSup head.
+
+Both draw their subsets from :func:`sentence_pool` (every sentence of every answer, repeats kept:
+a sentence that many answers share is drawn more often, which is the signal self-consistency is
+made of) less one occurrence of the claim's own sentence (:func:`without_own`: a claim is never its
+own evidence).
 
 The paper scores a claim by asking the model for a verbalised probability (P_eval, 0-100) that it is
 true given a random subset of sentences from all the answers sampled so far, averaged over
@@ -22,8 +31,9 @@ from .. import scoring as S
 from .. import tokens as T
 from ..passage_budget import EvidenceFitter, can_tokenize
 from ..prompts import build_instruction, format_prompt
-from .claims import guess_entity, split_sentences, strip_citations
-from .scoring import check_subset_settings
+from .claims import guess_entity, model_texts, split_sentences, strip_citations
+from .prompts import P_EVAL, format_sources
+from .scoring import check_subset_settings, parse_probability
 
 ISSUP = T.GROUPS[T.Kind.ISSUP]
 Key = tuple[str, str, tuple[str, ...]]
@@ -52,6 +62,80 @@ def without_own(claim: str, subset: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+class SelfConsistencyScorer:
+    """Verbalised self-consistency (seed 004, Eq. 3) through any LangChain chat model or LLM.
+
+    A claim's sources are :func:`sentence_pool` of ``samples`` (repeats kept) less one occurrence of
+    the claim's own sentence. ``n_subsets`` subsets of ``subset_size`` of them are drawn with
+    ``random.Random(f"{seed}:{claim}")`` (the same claim and sources always give the same subsets);
+    with at most ``subset_size`` sources there is one subset, all of them. Each (claim, subset) is
+    one P_eval prompt; all new prompts of a call go out in one ``batch``. Answers are cached by
+    (entity, claim, subset). A claim's probability is the mean of its parsed answers; when none
+    parses, or it has no source at all, it is ``fallback``. Counters: ``calls`` (prompts sent),
+    ``cache_hits``, ``unparsed`` (outputs that held no probability) and ``fallbacks`` (claims
+    scored with ``fallback``).
+    """
+
+    def __init__(self, model: Any, n_subsets: int = 4, subset_size: int = 5, seed: int = 0,
+                 fallback: float = 0.5) -> None:
+        check_subset_settings(n_subsets, subset_size, fallback)
+        self.model = model
+        self.n_subsets = n_subsets
+        self.subset_size = subset_size
+        self.seed = seed
+        self.fallback = float(fallback)
+        self.cache: dict[tuple[str, str, tuple[str, ...]], float | None] = {}
+        self.calls = self.cache_hits = self.unparsed = self.fallbacks = 0
+
+    def subsets(self, claim: str, sources: Sequence[str]) -> list[tuple[str, ...]]:
+        """The seeded subsets of ``sources`` that ``claim`` is judged against (each keeps their order).
+
+        ``sources`` are used as given: :meth:`score` passes the pool less the claim's own sentence.
+        """
+        if not sources:
+            return []
+        if len(sources) <= self.subset_size:
+            return [tuple(sources)]
+        rng = random.Random(f"{self.seed}:{claim}")
+        picks = [sorted(rng.sample(range(len(sources)), self.subset_size)) for _ in range(self.n_subsets)]
+        return [tuple(sources[i] for i in pick) for pick in picks]
+
+    def prompt(self, entity: str, claim: str, subset: Sequence[str]) -> str:
+        """P_eval for one claim and one subset."""
+        return P_EVAL.format(sources=format_sources(subset), entity=entity, claim=claim)
+
+    def score(self, claims: Sequence[str], *, question: str, entity: str | None = None,
+              evidence: Sequence[Document] = (), samples: Sequence[str] = ()) -> list[float]:
+        name = entity or guess_entity(question)
+        pool = sentence_pool(samples)
+        plans = {claim: self.subsets(claim, without_own(claim, pool)) for claim in dict.fromkeys(claims)}
+        self._ask(name, plans)
+        return [self._mean(name, claim, plans[claim]) for claim in claims]
+
+    def _ask(self, entity: str, plans: dict[str, list[tuple[str, ...]]]) -> None:
+        keys: dict[tuple[str, str, tuple[str, ...]], None] = {}
+        for claim, subsets in plans.items():
+            for subset in subsets:
+                key = (entity, claim, subset)
+                if key in self.cache or key in keys:
+                    self.cache_hits += 1
+                else:
+                    keys[key] = None
+        outputs = model_texts(self.model, [self.prompt(e, c, s) for e, c, s in keys]) if keys else []
+        self.calls += len(keys)
+        for key, output in zip(keys, outputs):
+            value = parse_probability(output)
+            self.unparsed += value is None
+            self.cache[key] = value
+
+    def _mean(self, entity: str, claim: str, subsets: list[tuple[str, ...]]) -> float:
+        values = [v for v in (self.cache[(entity, claim, s)] for s in subsets) if v is not None]
+        if not values:
+            self.fallbacks += 1
+            return self.fallback
+        return sum(values) / len(values)
+
+
 class IsSupConsistencyScorer:
     """Claim probabilities from self-consistency, judged by a reflection LM's IsSup head.
 
@@ -69,7 +153,7 @@ class IsSupConsistencyScorer:
     Implements :class:`~langchain_selfrag.restraint.scoring.ClaimScorer`; ``evidence`` is unused.
 
     This replaces the paper's verbalised probability because a 135M model cannot verbalise one; with
-    a model that can, use :class:`~langchain_selfrag.restraint.scoring.SelfConsistencyScorer`.
+    a model that can, use :class:`SelfConsistencyScorer`.
     """
 
     def __init__(self, lm: Any, n_subsets: int = 4, subset_size: int = 5, seed: int = 0, *,

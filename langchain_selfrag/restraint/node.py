@@ -3,8 +3,10 @@
 After ``select`` the chosen answer is split into claims, each claim gets a probability of being
 true, the claims with ``p > rho`` are kept and ``E[U]`` is computed over them. When nothing is worth
 saying (no claim kept, so ``E[U] <= 0``; an abstention scores 0) the graph abstains; otherwise the
-answer becomes the kept claims (with the default sentence splitter: the original text of the kept
-sentences). ``rho`` is the ``SelfRAGConfig`` knob (None: the node does nothing).
+answer becomes the kept claims: rewritten with P_rewrite when a rewriter is there (the context's
+``claim_rewriter``, else the chat model of an ``LLMClaimSplitter``), otherwise joined as whole
+sentences (with the default sentence splitter: the original text of the kept sentences, the first
+naming its subject when the sentence before it was dropped). ``rho`` is the ``SelfRAGConfig`` knob (None: the node does nothing).
 
 The claims are judged against the passages the answer used: its citations, else the passages
 retrieved for it, else the caller's given passages, else ``k`` passages fetched now for the question
@@ -30,7 +32,9 @@ from ..graph.context import SelfRAGContext, resolve_context
 from ..graph.nodes import ABSTAIN_ANSWER
 from ..lm.scheduler import BatchScheduler, scheduler_for
 from ..retrieval import fetch_documents
-from .claims import ClaimSplitter, SentenceSplitter, guess_entity, split_sentences, strip_citations
+from .calibration import calibration_for
+from .claims import ClaimSplitter, LLMClaimSplitter, SentenceSplitter, guess_entity, split_sentences, strip_citations
+from .rewrite import ClaimRewriter, LLMRewriter, join_kept
 from .scoring import ClaimScorer, IsSupScorer
 from .utility import ClaimRecord, check_probability, claim_records, expected_utility, kept_expected_utility, lam
 
@@ -64,9 +68,20 @@ def claim_splitter(ctx: SelfRAGContext) -> Any:
 
 
 def claim_scorer(ctx: SelfRAGContext) -> Any:
-    """The context's ``claim_scorer``, else an :class:`IsSupScorer` over the context's reflection LM."""
+    """The context's ``claim_scorer``, else an :class:`IsSupScorer` over the context's reflection LM,
+    calibrated when a calibration was fitted for that very model (:func:`.calibration.calibration_for`)."""
     scorer = getattr(ctx, "claim_scorer", None)
-    return scorer if scorer is not None else IsSupScorer(ctx.lm)
+    return scorer if scorer is not None else IsSupScorer(ctx.lm, calibration=calibration_for(ctx.lm))
+
+
+def claim_rewriter(ctx: SelfRAGContext) -> Any:
+    """The context's ``claim_rewriter`` when it has one, else P_rewrite through the chat model of an
+    :class:`LLMClaimSplitter`, else None (the kept sentences are joined)."""
+    rewriter = getattr(ctx, "claim_rewriter", None)
+    if rewriter is not None:
+        return rewriter
+    splitter = getattr(ctx, "claim_splitter", None)
+    return LLMRewriter(splitter.model) if isinstance(splitter, LLMClaimSplitter) else None
 
 
 def split_answer(answer: str, splitter: ClaimSplitter, entity: str | None = None) -> tuple[list[str], list[str] | None]:
@@ -92,8 +107,13 @@ def score_claims(scorer: ClaimScorer, claims: Sequence[str], *, question: str, e
 
 def restrain_answer(answer: str, *, rho: float, question: str, splitter: ClaimSplitter, scorer: ClaimScorer,
                     evidence: Sequence[Document] = (), samples: Sequence[str] = (), entity: str | None = None,
-                    prompt: str | None = None) -> RestraintResult:
-    """Split, score, keep the claims with p > rho; abstain when none is kept (E[U] <= 0)."""
+                    prompt: str | None = None, rewriter: ClaimRewriter | None = None) -> RestraintResult:
+    """Split, score, keep the claims with p > rho; abstain when none is kept (E[U] <= 0).
+
+    When claims were dropped, the kept ones become the answer: ``rewriter`` (P_rewrite) writes them
+    as fluent text when given; otherwise the kept sentences (or claims) are joined whole, the first
+    naming its subject when the sentence before it was dropped (:func:`.rewrite.join_kept`).
+    """
     claims, sentences = split_answer(answer, splitter, entity)
     if not claims:
         return RestraintResult("", [], 0.0, REASON_PREFIX + "the answer holds no claim")
@@ -106,11 +126,15 @@ def restrain_answer(answer: str, *, rho: float, question: str, splitter: ClaimSp
             f"no claim is likely enough to say (best p = {max(probs):.2f}, not above rho = {rho:g}; "
             f"E[U] of the whole answer would be {expected_utility(probs, rho):.2f})"
         ))
-    if sentences is not None:
-        kept = [raw for raw, r in zip(sentences, records) if r["kept"]]
-    else:
-        kept = [r["text"] for r in records if r["kept"]]
-    return RestraintResult(" ".join(kept), records, value, None)
+    flags = [bool(r["kept"]) for r in records]
+    guess = guess_entity(question)
+    name = entity or (guess if guess != question.strip() else None)  # a subject the question names, or none
+    if rewriter is not None and not all(flags):
+        text = rewriter.rewrite([r["text"] for r in records if r["kept"]], entity=name or guess)
+        if text:
+            return RestraintResult(text, records, value, None)
+    units = sentences if sentences is not None else [r["text"] for r in records]
+    return RestraintResult(join_kept(units, flags, name), records, value, None)
 
 
 _MARKER = re.compile(r"\[(\d+)\]")
@@ -219,12 +243,14 @@ def restrain(state: Mapping[str, Any], runtime: Runtime[SelfRAGContext]) -> dict
     entity = guess_entity(question)
     evidence, source = evidence_for(state, ctx)
     splitter, scorer = claim_splitter(ctx), _scheduled(claim_scorer(ctx))
+    rewriter = None if ctx.config.long_form else claim_rewriter(ctx)  # a long-form answer keeps its [n] markers
     before = int(getattr(scorer, "fallbacks", 0) or 0)
     result = restrain_answer(state.get("answer") or "", rho=rho, question=question, splitter=splitter,
                              scorer=scorer, evidence=evidence, samples=answers_so_far(state), entity=entity,
-                             prompt=state.get("prompt"))
+                             prompt=state.get("prompt"), rewriter=rewriter)
     info = {"rho": rho, "lambda": lam(rho), "evidence": source, "n_evidence": len(evidence),
             "splitter": type(splitter).__name__, "scorer": type(scorer).__name__,
+            "rewriter": type(rewriter).__name__ if rewriter is not None else None,
             "note": _note(source, scorer, int(getattr(scorer, "fallbacks", 0) or 0) - before)}
     _emit(runtime, "restraint", claims=result.claims, expected_utility=result.expected_utility,
           abstain_reason=result.abstain_reason, **info)

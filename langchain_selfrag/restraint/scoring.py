@@ -1,12 +1,12 @@
-"""Claim probabilities p(T = 1 | x, c, ...) two ways.
+"""Claim probabilities p(T = 1 | x, c, ...): the scorer protocol, verbalised probabilities, IsSup.
 
-* :class:`SelfConsistencyScorer`: the paper's verbalised self-consistency (seed 004, Eq. 3). P_eval
-  asks a LangChain chat model or LLM for a probability (0-100) that the claim is true given a random
-  subset of sentences from all the answers so far; the answers over several seeded subsets are
-  averaged. Needs no evidence.
+* :class:`ClaimScorer`: the protocol every scorer follows; the self-consistency scorers (the
+  paper's P_eval path and its IsSup reading) live in :mod:`.consistency`.
+* :func:`parse_probability`: a verbalised probability (P_eval's answer) as a number.
 * :class:`IsSupScorer`: the Self-RAG reflection model's IsSup (``p(Full) + 0.5 p(Partial)``,
   normalised over the three IsSup tokens) of the claim written after each evidence passage, read
-  where the model would generate its IsSup token; the best passage counts.
+  where the model would generate its IsSup token, aggregated over the passages (IsRel-weighted by
+  default) and calibrated on labelled claims when a :class:`.calibration.Calibration` is given.
 
 :func:`parse_probability` is pure and never raises: output it cannot read is None, and the scorers
 then use their ``fallback`` and count it.
@@ -14,7 +14,6 @@ then use their ``fallback`` and count it.
 
 from __future__ import annotations
 
-import random
 import re
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -26,8 +25,8 @@ from .. import tokens as T
 from ..passage_budget import EvidenceFitter, can_tokenize
 from ..prompts import build_instruction, format_prompt
 from ..retrieval import document_title
-from .claims import guess_entity, model_texts, split_sentences, strip_citations
-from .prompts import P_EVAL, format_sources
+from .calibration import AGGREGATES, Calibration, aggregate
+from .claims import strip_citations
 
 _NUMBER = re.compile(
     r"(?<![\w.])(?P<sign>[-\u2212]?)(?P<num>\d+(?:\.\d+)?|\.\d+)"
@@ -35,6 +34,7 @@ _NUMBER = re.compile(
     re.IGNORECASE,
 )
 ISSUP = T.GROUPS[T.Kind.ISSUP]
+ISREL = T.GROUPS[T.Kind.ISREL]
 
 
 def _value(match: re.Match[str]) -> float | None:
@@ -81,17 +81,6 @@ class ClaimScorer(Protocol):
         ...
 
 
-def sample_sentences(samples: Sequence[str]) -> list[str]:
-    """Distinct sentences (citation markers removed) of all ``samples``, in order."""
-    seen: dict[str, None] = {}
-    for sample in samples:
-        for sentence in split_sentences(sample or ""):
-            clean = strip_citations(T.strip_reflection_tokens(sentence))
-            if clean:
-                seen.setdefault(clean, None)
-    return list(seen)
-
-
 def check_subset_settings(n_subsets: int, subset_size: int, fallback: float) -> None:
     """Settings shared by the self-consistency scorers: ValueError when out of range."""
     if n_subsets < 1 or subset_size < 1:
@@ -100,109 +89,89 @@ def check_subset_settings(n_subsets: int, subset_size: int, fallback: float) -> 
         raise ValueError(f"fallback must lie in [0, 1], not {fallback!r}")
 
 
-class SelfConsistencyScorer:
-    """Verbalised self-consistency (seed 004, Eq. 3) through any LangChain chat model or LLM.
-
-    For each claim, ``n_subsets`` subsets of ``subset_size`` sentences are drawn from the sentences of
-    ``samples`` with ``random.Random(f"{seed}:{claim}")`` (the same claim always gets the same
-    subsets, whatever else is scored with it); with at most ``subset_size`` sentences there is one
-    subset, all of them. Each (claim, subset) is one P_eval prompt; all new prompts of a call go out
-    in one ``batch``. Answers are cached by (entity, claim, subset). A claim's probability is the
-    mean of its parsed answers; when none parses, or there are no sample sentences, it is
-    ``fallback``. Counters: ``calls`` (prompts sent), ``cache_hits``, ``unparsed`` (outputs that
-    held no probability) and ``fallbacks`` (claims scored with ``fallback``).
-    """
-
-    def __init__(self, model: Any, n_subsets: int = 4, subset_size: int = 5, seed: int = 0,
-                 fallback: float = 0.5) -> None:
-        check_subset_settings(n_subsets, subset_size, fallback)
-        self.model = model
-        self.n_subsets = n_subsets
-        self.subset_size = subset_size
-        self.seed = seed
-        self.fallback = float(fallback)
-        self.cache: dict[tuple[str, str, tuple[str, ...]], float | None] = {}
-        self.calls = self.cache_hits = self.unparsed = self.fallbacks = 0
-
-    def subsets(self, claim: str, sentences: Sequence[str]) -> list[tuple[str, ...]]:
-        """The seeded sentence subsets ``claim`` is judged against (sentences keep their order)."""
-        if not sentences:
-            return []
-        if len(sentences) <= self.subset_size:
-            return [tuple(sentences)]
-        rng = random.Random(f"{self.seed}:{claim}")
-        picks = [sorted(rng.sample(range(len(sentences)), self.subset_size)) for _ in range(self.n_subsets)]
-        return [tuple(sentences[i] for i in pick) for pick in picks]
-
-    def prompt(self, entity: str, claim: str, subset: Sequence[str]) -> str:
-        """P_eval for one claim and one subset."""
-        return P_EVAL.format(sources=format_sources(subset), entity=entity, claim=claim)
-
-    def score(self, claims: Sequence[str], *, question: str, entity: str | None = None,
-              evidence: Sequence[Document] = (), samples: Sequence[str] = ()) -> list[float]:
-        name = entity or guess_entity(question)
-        sentences = sample_sentences(samples)
-        plans = {claim: self.subsets(claim, sentences) for claim in dict.fromkeys(claims)}
-        self._ask(name, plans)
-        return [self._mean(name, claim, plans[claim]) for claim in claims]
-
-    def _ask(self, entity: str, plans: dict[str, list[tuple[str, ...]]]) -> None:
-        keys: list[tuple[str, str, tuple[str, ...]]] = []
-        for claim, subsets in plans.items():
-            for subset in subsets:
-                key = (entity, claim, subset)
-                if key in self.cache or key in keys:
-                    self.cache_hits += 1
-                else:
-                    keys.append(key)
-        outputs = model_texts(self.model, [self.prompt(e, c, s) for e, c, s in keys])
-        self.calls += len(keys)
-        for key, output in zip(keys, outputs):
-            value = parse_probability(output)
-            self.unparsed += value is None
-            self.cache[key] = value
-
-    def _mean(self, entity: str, claim: str, subsets: list[tuple[str, ...]]) -> float:
-        values = [v for v in (self.cache[(entity, claim, s)] for s in subsets) if v is not None]
-        if not values:
-            self.fallbacks += 1
-            return self.fallback
-        return sum(values) / len(values)
-
-
 class IsSupScorer:
-    """The reflection model's IsSup of each claim against each evidence passage; the best passage counts.
+    """The reflection model's IsSup of each claim against each evidence passage, aggregated over the
+    passages and optionally calibrated.
 
     The prompt is the question's Self-RAG prompt (``prompt`` when given, as the graph's ``prepare``
     builds it), then ``[Retrieval]<paragraph>title\\ntext</paragraph>[Relevant]`` and the claim, as a
     segment the model itself would write after a passage it judged relevant; ``lm.candidate_probs``
     reads the three IsSup tokens at the next position, where the model writes its IsSup token, and
-    :func:`langchain_selfrag.scoring.issup_score` turns them into ``p(Full) + 0.5 p(Partial)``. All
-    (claim, passage) prompts go in one ``candidate_probs`` call. Passages are cut to fit the model's
-    context as in generation. Without evidence every claim gets ``fallback`` (counted in
-    ``fallbacks``); a model that gives no IsSup probability at all scores 0, the paper's rule.
+    :func:`langchain_selfrag.scoring.issup_score` turns them into ``p(Full) + 0.5 p(Partial)`` (0 when
+    the model gives no IsSup probability at all, the paper's rule). All (claim, passage) prompts go
+    in one ``candidate_probs`` call, a passage's prompts together (they share a prefix); with ``aggregate="relevance"`` one more call reads each
+    passage's IsRel where the model judges relevance. Passages are cut to fit the model's context as
+    in generation.
+
+    The per-passage scores become one support score (:func:`.calibration.aggregate`: ``"relevance"``,
+    the IsRel-weighted mean, by default; ``"max"``, the best passage, is biased upward as k grows;
+    ``"mean"``), and ``calibration`` (a :class:`.calibration.Calibration` fitted on labelled
+    claims; its own ``aggregate`` then applies) maps it to a probability. Without evidence the
+    support is 0: the claim gets ``calibration.no_evidence`` (else 0.0), unless ``fallback`` says
+    otherwise; such claims are counted in ``fallbacks``.
     """
 
-    def __init__(self, lm: Any, *, fallback: float = 0.5, max_passage_tokens: int | None = None) -> None:
-        if not 0.0 <= fallback <= 1.0:
+    #: Judges claims against passages (callers that have none should not use it).
+    needs_evidence = True
+
+    def __init__(self, lm: Any, *, aggregate: str = "relevance", calibration: Calibration | None = None,
+                 fallback: float | None = None, max_passage_tokens: int | None = None) -> None:
+        if fallback is not None and not 0.0 <= fallback <= 1.0:
             raise ValueError(f"fallback must lie in [0, 1], not {fallback!r}")
+        if aggregate not in AGGREGATES:
+            raise ValueError(f"aggregate must be one of {', '.join(AGGREGATES)}, not {aggregate!r}")
         self.lm = lm
+        self.calibration = calibration
+        self.aggregate = calibration.aggregate if calibration is not None else aggregate
+        if fallback is None:
+            fallback = calibration.no_evidence if calibration is not None else 0.0
         self.fallback = float(fallback)
         self.max_passage_tokens = max_passage_tokens
         self.calls = self.fallbacks = 0
 
+    def _fitter(self, claims: Sequence[str]) -> tuple[list[str], EvidenceFitter]:
+        texts = [T.neutralise(strip_citations(T.strip_reflection_tokens(c))) for c in claims]
+        room = max((self._tokens(t) for t in texts), default=1)  # the claim takes the answer's place
+        return texts, EvidenceFitter(self.lm, room, limit=self.max_passage_tokens)
+
+    def frames(self, claims: Sequence[str], *, question: str, evidence: Sequence[Document],
+               prompt: str | None = None) -> list[str]:
+        """Per passage, the prompt up to ``</paragraph>`` (where the model writes its IsRel token)."""
+        base = prompt if prompt is not None else format_prompt(build_instruction(question.strip()))
+        _, fitter = self._fitter(claims)
+        return [fitter.prompt(base, document_title(d), d.page_content)[0] for d in evidence]
+
     def prompts(self, claims: Sequence[str], *, question: str, evidence: Sequence[Document],
                 prompt: str | None = None) -> list[list[str]]:
         """Per claim, one IsSup prompt per evidence passage."""
-        base = prompt if prompt is not None else format_prompt(build_instruction(question.strip()))
-        texts = [T.neutralise(strip_citations(T.strip_reflection_tokens(c))) for c in claims]
-        room = max((self._tokens(t) for t in texts), default=1)  # the claim takes the answer's place
-        fitter = EvidenceFitter(self.lm, room, limit=self.max_passage_tokens)
-        frames = [fitter.prompt(base, document_title(d), d.page_content)[0] + T.RELEVANT for d in evidence]
-        return [[frame + text for frame in frames] for text in texts]
+        texts, _ = self._fitter(claims)
+        frames = self.frames(claims, question=question, evidence=evidence, prompt=prompt)
+        return [[frame + T.RELEVANT + text for frame in frames] for text in texts]
 
     def _tokens(self, text: str) -> int:
         return len(self.lm.tokenize(text, add_bos=False)) + 1 if can_tokenize(self.lm) else 1
+
+    def passage_scores(self, claims: Sequence[str], *, question: str, evidence: Sequence[Document],
+                       prompt: str | None = None, relevance: bool = True) -> tuple[list[list[float]], list[float]]:
+        """``(issup, isrel)``: per claim the IsSup score against each passage, and each passage's IsRel
+        (``[]`` unless ``relevance``)."""
+        grid = self.prompts(claims, question=question, evidence=evidence, prompt=prompt)
+        n = len(claims)
+        # passage-major: the prompts of one passage share their prefix and go one after another
+        probs = self.lm.candidate_probs([grid[i][j] for j in range(len(evidence)) for i in range(n)], ISSUP)
+        self.calls += 1
+        issup = [[S.issup_score(probs[j * n + i]) for j in range(len(evidence))] for i in range(n)]
+        isrel: list[float] = []
+        if relevance:
+            frames = self.frames(claims, question=question, evidence=evidence, prompt=prompt)
+            isrel = [S.isrel_score(p or {}) for p in self.lm.candidate_probs(frames, ISREL)]
+            self.calls += 1
+        return issup, isrel
+
+    def probability(self, issup: Sequence[float], isrel: Sequence[float] = ()) -> float:
+        """A claim's probability from its per-passage scores (aggregated, then calibrated)."""
+        support = aggregate(issup, isrel, self.aggregate)
+        return self.calibration(support) if self.calibration is not None else support
 
     def score(self, claims: Sequence[str], *, question: str, entity: str | None = None,
               evidence: Sequence[Document] = (), samples: Sequence[str] = (),
@@ -212,9 +181,6 @@ class IsSupScorer:
         if not evidence:
             self.fallbacks += len(claims)
             return [self.fallback] * len(claims)
-        grid = self.prompts(claims, question=question, evidence=evidence, prompt=prompt)
-        flat = [p for row in grid for p in row]
-        probs = self.lm.candidate_probs(flat, ISSUP)
-        self.calls += 1
-        width = len(evidence)
-        return [max(S.issup_score(p) for p in probs[i * width:(i + 1) * width]) for i in range(len(claims))]
+        issup, isrel = self.passage_scores(claims, question=question, evidence=evidence, prompt=prompt,
+                                           relevance=self.aggregate == "relevance")
+        return [self.probability(row, isrel) for row in issup]
