@@ -15,10 +15,16 @@ Output (the contract the evaluation harness relies on)::
      "trace": [{"passage": int | None, "text": str, "isrel", "issup", "isuse": float | None,
                 "seq_prob": float, "score": float, "dropped": bool, "selected": bool, ...}],
      "claims": [{"text": str, "p": float, "kept": bool}], "expected_utility": float | None,
-     "restraint": dict | None}
+     "restraint": dict | None, "approximate": bool, "approximate_reason": str | None}
 
 ``claims``, ``expected_utility`` and ``restraint`` are filled by self-restraint (``rho`` set, see
 :mod:`langchain_selfrag.restraint`); without it they are ``[]``, None and None.
+
+``approximate`` is True when the backend's reflection probabilities (``retrieve_probability`` and
+the trace's critique scores) are not the model's own softmax, ``approximate_reason`` says why: a
+remote server that reports only top-k log-probs, or text it cannot map back to token ids (see
+:mod:`langchain_selfrag.lm.remote_lm`). It is read from the model after the run and stays True
+once the model has had to approximate; local backends are always exact.
 
 ``stream`` / ``astream`` yield addable chunks: the clean answer first, then the other fields;
 critique events go out as custom callback events named ``selfrag`` (see ``astream_events``),
@@ -45,13 +51,14 @@ from .config import SelfRAGConfig
 from .errors import InvalidInputError, StepBudgetExceededError
 from .graph import SelfRAGContext, compile_graph
 from .graph.context import split_settings
+from .lm.base import approximation
 from .retrieval import as_source
 
 #: Keys a dict input may have.
 INPUT_KEYS = ("question", "instruction", "options", "passages")
 #: Keys of every output, in order.
 OUTPUT_KEYS = ("answer", "abstained", "abstain_reason", "retrieved", "retrieve_probability", "passages",
-               "citations", "trace", "claims", "expected_utility", "restraint")
+               "citations", "trace", "claims", "expected_utility", "restraint", "approximate", "approximate_reason")
 #: Name of the custom callback events that carry critiques.
 EVENT_NAME = "selfrag"
 #: Graph stream events that carry answer text; they become answer chunks, not callback events.
@@ -82,7 +89,15 @@ def normalize_input(value: Any) -> dict[str, Any]:
 
 
 class SelfRAGChain(Runnable[Any, dict[str, Any]]):
-    """Self-RAG inference (adaptive retrieval, critique-ranked generation, abstention) as a Runnable."""
+    """Self-RAG inference (adaptive retrieval, critique-ranked generation, abstention) as a Runnable.
+
+    By default it abstains when the evidence is absent (``SelfRAGConfig`` ``abstain_isrel``,
+    ``abstain_issup``, ``abstain_closed_book``); ``SelfRAGConfig.paper()`` never does.
+    Corrective retrieval (off unless given): ``rewrite`` (a chat model or Runnable) rewrites the
+    question and retrieves again when no passage is relevant, ``fallback_retriever`` (a retriever,
+    vector store or tool such as a web search) is tried next, ``max_retrieval_rounds`` rounds at
+    most; see :mod:`langchain_selfrag.graph.corrective`.
+    """
 
     def __init__(
         self,
@@ -94,22 +109,27 @@ class SelfRAGChain(Runnable[Any, dict[str, Any]]):
         max_question_chars: int = 4000,
         claim_splitter: Any = None,
         claim_scorer: Any = None,
+        rewrite: Any = None,
+        fallback_retriever: Any = None,
     ) -> None:
         if lm is None:
             raise TypeError("SelfRAGChain needs a reflection LM (langchain_selfrag.lm.load_reflection_lm)")
         self.context = SelfRAGContext(lm=lm, retriever=as_source(retriever), config=config or SelfRAGConfig(),
                                       retriever_timeout=retriever_timeout, max_question_chars=max_question_chars,
-                                      claim_splitter=claim_splitter, claim_scorer=claim_scorer)
+                                      claim_splitter=claim_splitter, claim_scorer=claim_scorer,
+                                      rewrite=rewrite, fallback_retriever=as_source(fallback_retriever))
         self.graph = compile_graph()
 
     @classmethod
     def from_retriever(cls, lm: Any, retriever: Any = None, **settings: Any) -> SelfRAGChain:
         """A chain over any ``BaseRetriever`` or ``VectorStore``; ``settings`` are SelfRAGConfig fields
-        plus ``retriever_timeout``, ``max_question_chars`` and, for self-restraint (``rho``),
-        ``claim_splitter`` and ``claim_scorer`` (unknown names raise ConfigError)."""
+        plus ``retriever_timeout``, ``max_question_chars``, for self-restraint (``rho``)
+        ``claim_splitter`` and ``claim_scorer``, and for corrective retrieval ``rewrite`` and
+        ``fallback_retriever`` (unknown names raise ConfigError)."""
         config_values, extras = split_settings(settings)
         extras = {k: v for k, v in extras.items()
-                  if k in ("retriever_timeout", "max_question_chars", "claim_splitter", "claim_scorer")}
+                  if k in ("retriever_timeout", "max_question_chars", "claim_splitter", "claim_scorer", "rewrite",
+                           "fallback_retriever")}
         return cls(lm, retriever, SelfRAGConfig.from_mapping(config_values), **extras)
 
     @property
@@ -138,9 +158,12 @@ class SelfRAGChain(Runnable[Any, dict[str, Any]]):
         return child
 
     @staticmethod
-    def _finish(values: Mapping[str, Any]) -> dict[str, Any]:
+    def _finish(values: Mapping[str, Any], ctx: SelfRAGContext) -> dict[str, Any]:
         out = {key: values.get(key) for key in OUTPUT_KEYS}
         out["claims"] = list(out["claims"] or [])
+        # Read after the run: the backend finds out while it answers (see the module docstring).
+        reason = approximation(ctx.lm)
+        out["approximate"], out["approximate_reason"] = reason is not None, reason
         return out
 
     @staticmethod
@@ -162,7 +185,7 @@ class SelfRAGChain(Runnable[Any, dict[str, Any]]):
             out = self.graph.invoke(state, config=self._graph_config(config, run_manager, ctx), context=ctx)
         except GraphRecursionError as exc:
             raise self._budget_error(ctx, exc) from exc
-        return self._finish(out)
+        return self._finish(out, ctx)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
         """Async :meth:`invoke` (model calls run in LangGraph's executor threads)."""
@@ -175,7 +198,7 @@ class SelfRAGChain(Runnable[Any, dict[str, Any]]):
             out = await self.graph.ainvoke(state, config=self._graph_config(config, run_manager, ctx), context=ctx)
         except GraphRecursionError as exc:
             raise self._budget_error(ctx, exc) from exc
-        return self._finish(out)
+        return self._finish(out, ctx)
 
     # -- stream ------------------------------------------------------------------------------------
     def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[dict[str, Any]]:
@@ -202,7 +225,7 @@ class SelfRAGChain(Runnable[Any, dict[str, Any]]):
                         dispatch_custom_event(EVENT_NAME, chunk, config=config)
             except GraphRecursionError as exc:
                 raise self._budget_error(ctx, exc) from exc
-            yield from self._chunks(self._finish(final), streamed)
+            yield from self._chunks(self._finish(final, ctx), streamed)
 
     async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[dict[str, Any]]:
         """Async :meth:`stream`."""
@@ -233,7 +256,7 @@ class SelfRAGChain(Runnable[Any, dict[str, Any]]):
                         await adispatch_custom_event(EVENT_NAME, chunk, config=config)
             except GraphRecursionError as exc:
                 raise self._budget_error(ctx, exc) from exc
-            for piece in self._chunks(self._finish(final), streamed):
+            for piece in self._chunks(self._finish(final, ctx), streamed):
                 yield piece
 
     @staticmethod

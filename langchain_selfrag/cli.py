@@ -18,8 +18,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .config import ConfigError, SelfRAGConfig
+from .config import PAPER_SETTINGS, ConfigError, SelfRAGConfig
 from .errors import SelfRAGError
+from .quiet import quiet_llama_cpp, silence_third_party
 
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -43,6 +44,8 @@ def result_to_json(out: dict[str, Any], **extra: Any) -> dict[str, Any]:
         "claims": list(out.get("claims") or []),
         "expected_utility": out.get("expected_utility"),
         "restraint": out.get("restraint"),
+        "approximate": bool(out.get("approximate")),
+        "approximate_reason": out.get("approximate_reason"),
         **extra,
     }
 
@@ -89,10 +92,16 @@ def format_result(out: dict[str, Any]) -> str:
                  + (f" (p(Retrieval) = {p:.2f})" if p is not None else ""))
     lines.append(" cand  depth  passage  IsRel  IsSup  IsUse   p(y)  score  ")
     for i, t in enumerate(out["trace"]):
+        if t.get("kind") == "retrieval_round":  # corrective retrieval (--fallback-store)
+            lines.append(f" round {t['round']} ({t['source']}): {t['query']!r} -> {len(t['passages'])} passage(s), "
+                         f"best IsRel {_fmt(t['best_isrel']).strip()}" + (f" ({t['note']})" if t.get("note") else ""))
+            continue
         flag = "selected" if t["selected"] else ("dropped" if t["dropped"] else "")
         passage = "-" if t["passage"] is None else str(t["passage"])
         lines.append(f" {i:>4}  {t.get('depth', 0):>5}  {passage:>7}   {_fmt(t['isrel'])}   {_fmt(t['issup'])}"
                      f"   {_fmt(t['isuse'])}  {t['seq_prob']:5.2f}  {t['score']:5.2f}  {flag}")
+    if out.get("approximate"):
+        lines.append(f"Note: the model's reflection probabilities are approximate: {out.get('approximate_reason')}")
     lines.extend(format_restraint(out))
     return "\n".join(lines)
 
@@ -119,8 +128,11 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "abstain_issup": args.abstain_issup, "closed_set": True if args.option else args.closed_set,
         "w_rel": args.w_rel, "w_sup": args.w_sup, "w_use": args.w_use, "step_budget": args.step_budget,
         "max_passage_tokens": args.max_passage_tokens, "decoding_guard": args.decoding_guard,
-        "rho": args.rho,
+        "rho": args.rho, "abstain_closed_book": args.abstain_closed_book,
+        "max_retrieval_rounds": args.max_retrieval_rounds,
     }
+    if args.paper:
+        values = {**PAPER_SETTINGS, **{k: v for k, v in values.items() if v is not None}}
     return {k: v for k, v in values.items() if v is not None}
 
 
@@ -142,7 +154,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if not args.json:
         print(f"loading {model} ...", file=sys.stderr)
     lm = default_lm(model)
-    chain = SelfRAGChain(lm, store, config)
+    fallback = open_store(args.fallback_store) if args.fallback_store else None
+    chain = SelfRAGChain(lm, store, config, fallback_retriever=fallback)
     question: dict[str, Any] = {"question": args.question}
     if args.instruction:
         question["instruction"] = args.instruction
@@ -167,7 +180,8 @@ def _add_store_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--store", default=DEFAULT_STORE, help=f"store folder (default {DEFAULT_STORE})")
     group.add_argument("--chroma-url", metavar="URL",
-                       help="use the Chroma server at http[s]://HOST[:PORT] (e.g. from `chroma run`) instead")
+                       help="use the Chroma server at http[s]://HOST[:PORT] (e.g. from `chroma run`) instead; "
+                            "it must answer each request within $SELFRAG_CHROMA_TIMEOUT seconds (default 30)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -180,6 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_index.add_argument("--chunk-size", type=int, default=800)
     p_index.add_argument("--chunk-overlap", type=int, default=100)
     p_index.add_argument("--quiet", action="store_true", help="no progress bar")
+    p_index.add_argument("--verbose", action="store_true",
+                         help="let third-party libraries print their progress bars, warnings and logs")
     p_index.add_argument("--strict", action="store_true",
                          help="fail (exit 2, nothing written) if any file cannot be indexed, instead of skipping it")
     p_index.set_defaults(func=cmd_index)
@@ -192,6 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_ask.add_argument("--mode", choices=["adaptive", "always", "never"], help="retrieval mode (default adaptive)")
     p_ask.add_argument("--long", action="store_true", default=None, help="long form: segment-level beam search")
     p_ask.add_argument("--json", action="store_true", help="print one JSON object")
+    p_ask.add_argument("--verbose", action="store_true",
+                       help="let third-party libraries (transformers, llama.cpp) print their bars, warnings and logs")
     p_ask.add_argument("--k", type=int, help=f"passages per retrieval (default {defaults.k})")
     p_ask.add_argument("--threshold", type=float, help=f"retrieval threshold delta (default {defaults.threshold})")
     p_ask.add_argument("--beam-width", type=int, help=f"long-form beam width (default {defaults.beam_width})")
@@ -203,8 +221,18 @@ def build_parser() -> argparse.ArgumentParser:
                        help="plain greedy decoding: let a segment end before it has any answer text")
     p_ask.add_argument("--hard-constraints", action="store_true", default=None,
                        help="drop candidates judged [No support / Contradictory]")
-    p_ask.add_argument("--abstain-isrel", type=float, help="abstain unless a passage reaches this IsRel")
-    p_ask.add_argument("--abstain-issup", type=float, help="abstain unless a passage reaches this IsSup")
+    p_ask.add_argument("--abstain-isrel", type=float,
+                       help=f"abstain unless a retrieved passage reaches this IsRel (default {defaults.abstain_isrel:g}; 0: off)")
+    p_ask.add_argument("--abstain-issup", type=float,
+                       help=f"abstain when the answer's IsSup is below this (default {defaults.abstain_issup:g}; 0: off)")
+    p_ask.add_argument("--closed-book", dest="abstain_closed_book", action="store_false", default=None,
+                       help="give the model's answer when it chose not to retrieve (default: abstain when a store is there)")
+    p_ask.add_argument("--paper", action="store_true",
+                       help="the paper's behaviour (SelfRAGConfig.paper()): never abstain on evidence, answer closed-book")
+    p_ask.add_argument("--fallback-store", metavar="FOLDER",
+                       help="corrective retrieval: when no passage of the store is relevant, retrieve from this store too")
+    p_ask.add_argument("--max-retrieval-rounds", type=int,
+                       help=f"corrective retrieval rounds at most, the first included (default {defaults.max_retrieval_rounds})")
     p_ask.add_argument("--closed-set", action="store_true", default=None, help="aggregate identical answers")
     p_ask.add_argument("--option", action="append", help="an answer option (repeat; implies --closed-set)")
     p_ask.add_argument("--instruction", help="task instruction put before the question")
@@ -226,21 +254,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _silence_loading_bars() -> None:
-    """``--quiet`` also means no progress bars from Hugging Face model loading (e.g. the MiniLM embeddings)."""
-    try:
-        from transformers.utils import logging as transformers_logging
-    except ImportError:
-        return
-    transformers_logging.disable_progress_bar()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``selfrag`` console script."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if getattr(args, "quiet", False):
-        _silence_loading_bars()
+    if getattr(args, "verbose", False):
+        quiet_llama_cpp(verbose=True)  # llama.cpp's whole log, through a filter that reads its levels right
+    else:
+        silence_third_party()
     try:
         return int(args.func(args) or 0)
     except (SelfRAGError, ConfigError) as exc:

@@ -10,13 +10,17 @@ from .scoring import Weights
 RetrievalMode = Literal["adaptive", "always", "never"]
 
 
+#: The settings in which the paper's behaviour differs from the defaults (:meth:`SelfRAGConfig.paper`).
+PAPER_SETTINGS: dict[str, Any] = {"abstain_isrel": 0.0, "abstain_issup": 0.0, "abstain_closed_book": False}
+
+
 class ConfigError(ValueError):
     """A Self-RAG setting has a value it cannot take."""
 
 
 @dataclass(frozen=True)
 class SelfRAGConfig:
-    """Knobs of one Self-RAG run; defaults are the paper's.
+    """Knobs of one Self-RAG run; defaults are the paper's, except abstention (see :meth:`paper`).
 
     mode: adaptive (the model decides), always or never retrieve.
     threshold: delta of the retrieve decision (retrieve iff normalised p([Retrieval]) > delta).
@@ -27,8 +31,19 @@ class SelfRAGConfig:
     beam_width, max_segments: beam B and depth T of long-form search.
     max_new_tokens: token budget of one generated segment.
     step_budget: hard cap on graph steps (LangGraph recursion limit); never an unbounded loop.
-    abstain_isrel, abstain_issup: the bar a retrieved candidate must reach on IsRel and IsSup, or
-      the answer is an abstention (set both to 0 to never abstain).
+    abstain_isrel, abstain_issup: abstention bars of a run that retrieved: it abstains when no
+      retrieved passage reaches IsRel >= ``abstain_isrel`` (no passage is relevant), or when the
+      selected answer's IsSup is below ``abstain_issup`` (its passage does not support it). 0
+      turns a bar off. The defaults were chosen on validation data (SQuAD articles outside the
+      held-out ones, an invented corpus and its unanswerable questions): see
+      ``cookbook/selfrag_smollm2/abstention.py`` and its result ``abstention_thresholds.json``.
+    abstain_closed_book: when a retrieval source was there but the model chose not to retrieve
+      (adaptive mode), abstain instead of giving its closed-book answer; a small model is almost
+      always wrong closed-book on factual questions. ``mode="never"`` or no retriever and no given
+      passages: closed-book answers are what was asked for and are given.
+    max_retrieval_rounds: corrective retrieval (the chain's ``rewrite`` / ``fallback_retriever``):
+      retrieval rounds at most, the first included, when no passage is relevant. Without a
+      rewriter and a fallback there is one round whatever this says.
     closed_set: aggregate identical answers across passages (options / true-false tasks).
     max_passage_tokens: cap on the tokens of one passage's text in an evidence prompt; longer
       passages are cut with the model's own tokenizer (the title is kept) and marked
@@ -59,25 +74,34 @@ class SelfRAGConfig:
     max_segments: int = 3
     max_new_tokens: int = 100
     step_budget: int = 64
-    abstain_isrel: float = 0.0
-    abstain_issup: float = 0.0
+    abstain_isrel: float = 0.6
+    abstain_issup: float = 0.1
     closed_set: bool = False
     max_passage_tokens: int | None = None
     decoding_guard: bool = True
     rho: float | None = None
+    abstain_closed_book: bool = True
+    max_retrieval_rounds: int = 3
+
+    @classmethod
+    def paper(cls, **overrides: Any) -> SelfRAGConfig:
+        """The paper's behaviour: never abstain on evidence (both bars 0) and give closed-book
+        answers; the run still abstains when the model writes no answer text at all."""
+        return cls.from_mapping(PAPER_SETTINGS, **overrides)
 
     def __post_init__(self) -> None:
         if self.mode not in ("adaptive", "always", "never"):
             raise ConfigError(f"mode must be adaptive, always or never, not {self.mode!r}")
-        for name in ("k", "beam_width", "max_segments", "max_new_tokens", "step_budget"):
+        for name in ("k", "beam_width", "max_segments", "max_new_tokens", "step_budget", "max_retrieval_rounds"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, not {value!r}")
         limit = self.max_passage_tokens
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
             raise ConfigError(f"max_passage_tokens must be a positive integer or None, not {limit!r}")
-        if not isinstance(self.decoding_guard, bool):
-            raise ConfigError(f"decoding_guard must be True or False, not {self.decoding_guard!r}")
+        for name in ("decoding_guard", "abstain_closed_book"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be True or False, not {getattr(self, name)!r}")
         rho = self.rho
         if rho is not None and (isinstance(rho, bool) or not isinstance(rho, (int, float)) or not 0.0 <= rho < 1.0):
             raise ConfigError(f"rho must be None or a number with 0 <= rho < 1, not {rho!r}")

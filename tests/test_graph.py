@@ -39,8 +39,10 @@ DOCS = [PARIS, LYON, BANANA]
 
 
 def run(lm: Any, question: Any = "What is the capital of France?", retriever: Any = None, **settings: Any) -> dict:
+    """The graph under the paper's knobs (no abstention unless a test sets a bar; the default
+    abstention is tested in test_abstention.py)."""
     ctx = SelfRAGContext(lm=lm, retriever=retriever if retriever is not None else (lambda q: DOCS),
-                         config=SelfRAGConfig.from_mapping(settings))
+                         config=SelfRAGConfig.paper(**settings))
     state = question if isinstance(question, dict) else {"question": question}
     return compile_graph().invoke(state, context=ctx, config={"recursion_limit": ctx.config.step_budget})
 

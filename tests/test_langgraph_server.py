@@ -99,8 +99,11 @@ def test_a_run_on_the_server_uses_the_json_context(server: str) -> None:
 
     client = get_sync_client(url=server, api_key=None)
     question = {"question": "Who first climbed Mount Travik?"}
+    # The paper's settings as JSON context: SmolLM2 base here is no critic, so the default
+    # abstention bars would abstain and select nothing.
+    paper = {"abstain_isrel": 0, "abstain_issup": 0, "abstain_closed_book": False}
     outs = {k: client.runs.wait(None, "selfrag", input=question, config={"recursion_limit": 64},
-                                context={"mode": "always", "k": k, "max_new_tokens": 8}) for k in (2, 1)}
+                                context={"mode": "always", "k": k, "max_new_tokens": 8, **paper}) for k in (2, 1)}
     for k, out in outs.items():
         assert isinstance(out["answer"], str) and out["retrieved"] is True
         assert len(out["passages"]) == k and len(out["trace"]) == k  # k reached the graph as runtime context

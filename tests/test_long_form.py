@@ -80,8 +80,9 @@ class ScriptLM:
 
 
 def run(lm: ScriptLM, state: dict[str, Any], retriever: Any = None, **settings: Any) -> tuple[dict, list[dict]]:
-    """The graph's output and its custom stream events."""
-    ctx = SelfRAGContext(lm=lm, retriever=retriever, config=SelfRAGConfig.from_mapping(settings))
+    """The graph's output and its custom stream events, with the paper's settings (these tests are
+    about search, ranking and citing; abstention has its own tests) unless ``settings`` say otherwise."""
+    ctx = SelfRAGContext(lm=lm, retriever=retriever, config=SelfRAGConfig.paper(**settings))
     out: dict[str, Any] = {}
     events: list[dict] = []
     for mode, chunk in compile_graph().stream(state, context=ctx, config={"recursion_limit": ctx.config.step_budget},

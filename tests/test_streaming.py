@@ -21,6 +21,7 @@ from langchain_selfrag.chain import SelfRAGChain
 from langchain_selfrag.chat_model import ChatSelfRAG, StopCutter
 from langchain_selfrag.config import SelfRAGConfig
 from langchain_selfrag.fakes import FakeReflectionLM, FakeSegment
+from langchain_selfrag.graph import SelfRAGContext
 from langchain_selfrag.graph.nodes import ABSTAIN_ANSWER, _streams_tokens
 from langchain_selfrag.lm.base import AnswerStream, settled_answer
 
@@ -141,7 +142,8 @@ def holding_lm(**kw: Any) -> HoldingLM:
 
 def test_stream_sends_tokens_before_generation_ends_and_adds_up_to_invoke() -> None:
     lm = holding_lm()
-    chain = SelfRAGChain.from_retriever(lm, lambda q: [PARIS])
+    # A closed-book answer is streamed only when it will be given (not abstain_closed_book).
+    chain = SelfRAGChain.from_retriever(lm, lambda q: [PARIS], abstain_closed_book=False)
     chunks = []
     for ch in chain.stream("capital?"):
         if ch.get("answer"):
@@ -155,7 +157,8 @@ def test_stream_sends_tokens_before_generation_ends_and_adds_up_to_invoke() -> N
 
 def test_astream_sends_tokens_before_generation_ends_and_adds_up_to_invoke() -> None:
     lm = holding_lm()
-    chain = SelfRAGChain.from_retriever(lm, lambda q: [PARIS])
+    # A closed-book answer is streamed only when it will be given (not abstain_closed_book).
+    chain = SelfRAGChain.from_retriever(lm, lambda q: [PARIS], abstain_closed_book=False)
 
     async def collect() -> list[dict]:
         out = []
@@ -172,7 +175,7 @@ def test_astream_sends_tokens_before_generation_ends_and_adds_up_to_invoke() -> 
 
 
 def test_token_events_are_not_critique_callbacks() -> None:
-    chain = SelfRAGChain.from_retriever(holding_lm(released=_set_event()), lambda q: [PARIS])
+    chain = SelfRAGChain.from_retriever(holding_lm(released=_set_event()), lambda q: [PARIS], abstain_closed_book=False)
 
     async def events() -> list:
         return [e async for e in chain.astream_events("capital?", version="v2")]
@@ -228,13 +231,20 @@ def test_an_answer_that_starts_with_punctuation_streams_once_it_says_something()
 
 def test_streams_tokens_only_when_the_answer_is_sure() -> None:
     cfg = SelfRAGConfig()
-    assert _streams_tokens({}, cfg, 1, 0)
-    assert not _streams_tokens({}, cfg.with_(rho=0.5), 1, 0)  # restraint may rewrite or abstain
-    assert not _streams_tokens({}, cfg.with_(long_form=True), 1, 0)
-    assert not _streams_tokens({}, cfg, 1, 1) and not _streams_tokens({}, cfg, 2, 0)
-    bars = cfg.with_(abstain_issup=0.5)
+    ctx = SelfRAGContext(lm=None, retriever=None, config=cfg)
+    assert _streams_tokens({}, ctx, 1, 0)
+    assert not _streams_tokens({}, ctx.with_config(rho=0.5), 1, 0)  # restraint may rewrite or abstain
+    assert not _streams_tokens({}, ctx.with_config(long_form=True), 1, 0)
+    assert not _streams_tokens({}, ctx, 1, 1) and not _streams_tokens({}, ctx, 2, 0)
+    bars = ctx.with_config(abstain_issup=0.5)
     assert _streams_tokens({"retrieval_attempted": False}, bars, 1, 0)
     assert not _streams_tokens({"retrieval_attempted": True}, bars, 1, 0)
+    # With a source, a closed-book answer becomes an abstention by default: nothing streams early.
+    sourced = SelfRAGContext(lm=None, retriever=lambda q: [PARIS], config=cfg)
+    assert not _streams_tokens({"retrieval_attempted": False}, sourced, 1, 0)
+    assert not _streams_tokens({"given_passages": [PARIS]}, ctx, 1, 0)
+    assert _streams_tokens({"retrieval_attempted": False}, sourced.with_config(abstain_closed_book=False), 1, 0)
+    assert _streams_tokens({"retrieval_attempted": False}, sourced.with_config(mode="never"), 1, 0)
 
 
 # -- the chain: long form -----------------------------------------------------------------------------------
@@ -260,8 +270,9 @@ def run_events(chain: SelfRAGChain, question: str) -> tuple[list[dict], list[dic
 
 @pytest.mark.parametrize("beam_width", [1, 2])
 def test_long_form_streams_settled_segments_with_their_citations(beam_width: int) -> None:
+    # abstain_issup=0: with an IsSup bar the answer's support is known only at the end (nothing streams early).
     chain = SelfRAGChain.from_retriever(long_lm(), lambda q: [PARIS, LYON], long_form=True, max_segments=3,
-                                        beam_width=beam_width, mode="adaptive")
+                                        beam_width=beam_width, mode="adaptive", abstain_issup=0.0)
     expected = chain.invoke("Tell me about Paris.")
     assert not expected["abstained"] and "[1]" in expected["answer"]
     chunks, events = run_events(chain, "Tell me about Paris.")
@@ -278,16 +289,24 @@ def test_long_form_streams_settled_segments_with_their_citations(beam_width: int
 
 def test_long_form_streams_nothing_while_the_bars_may_still_abstain() -> None:
     chain = SelfRAGChain.from_retriever(long_lm(), lambda q: [LYON], long_form=True, beam_width=1,
-                                        abstain_isrel=0.9)
+                                        abstain_isrel=0.9, abstain_issup=0.0)
     expected = chain.invoke("Tell me about Lyon.")
     assert expected["abstained"]
     chunks, events = run_events(chain, "Tell me about Lyon.")
     assert events == [] and added(chunks) == expected
 
 
+def test_long_form_streams_nothing_while_an_issup_bar_is_pending() -> None:
+    chain = SelfRAGChain.from_retriever(long_lm(), lambda q: [PARIS], long_form=True, beam_width=1,
+                                        abstain_isrel=0.9, abstain_issup=0.5)
+    expected = chain.invoke("Tell me about Paris.")
+    chunks, events = run_events(chain, "Tell me about Paris.")
+    assert events == [] and added(chunks) == expected
+
+
 def test_long_form_streams_once_a_passage_meets_the_bars() -> None:
     chain = SelfRAGChain.from_retriever(long_lm(), lambda q: [PARIS], long_form=True, beam_width=1,
-                                        abstain_isrel=0.9)
+                                        abstain_isrel=0.9, abstain_issup=0.0)
     expected = chain.invoke("Tell me about Paris.")
     assert not expected["abstained"]
     chunks, events = run_events(chain, "Tell me about Paris.")

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..config import PAPER_SETTINGS
 from .bio_cli import add_bio_arguments, run_bio_command
 from .bio_systems import parse_named_model
 from .loaders import FORMATS, DatasetError, load_corpus, load_dataset, select_articles
@@ -70,7 +71,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threshold", type=float, help="retrieval threshold delta (default 0.2)")
     parser.add_argument("--max-new-tokens", type=int, help="generation budget (default 100; 50 for closed sets)")
     parser.add_argument("--popqa-max-pop", type=int, help="PopQA: keep questions with pop below this (paper: 100)")
-    parser.add_argument("--no-sweeps", action="store_true", help="skip the threshold and IsSup sweeps")
+    parser.add_argument("--no-sweeps", action="store_true", help="skip the threshold, IsSup and abstention sweeps")
+    parser.add_argument(
+        "--negative-rejection",
+        action="store_true",
+        help="also run every system that reads passages noise-only (RGB): each question with gold answers gets "
+        "only candidate passages without its answer; the report adds the rejection rate (neg rej) and a sweep "
+        "of the abstention bars (sweep_abstention.png)",
+    )
+    parser.add_argument("--abstain-isrel", type=float, help="Self-RAG abstention bar on IsRel (default: the chain's)")
+    parser.add_argument("--abstain-issup", type=float, help="Self-RAG abstention bar on IsSup (default: the chain's)")
+    parser.add_argument("--paper", action="store_true",
+                        help="Self-RAG systems with the paper's knobs (SelfRAGConfig.paper(): never abstain on evidence)")
     parser.add_argument(
         "--no-cache",
         action="store_true",
@@ -148,6 +160,14 @@ def _run(args: argparse.Namespace) -> int:
         if args.max_new_tokens < 1:
             raise ValueError("--max-new-tokens must be at least 1")
         overrides["max_new_tokens"] = args.max_new_tokens
+    if args.paper:
+        overrides.update(PAPER_SETTINGS)
+    for name in ("abstain_isrel", "abstain_issup"):
+        value = getattr(args, name)
+        if value is not None:
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"--{name.replace('_', '-')} must lie in [0, 1]")
+            overrides[name] = value
     extra = {"max_popularity": args.popqa_max_pop} if args.popqa_max_pop is not None else {}
     dataset = load_dataset(args.dataset, args.format, **extra)
     if args.articles:
@@ -171,6 +191,7 @@ def _run(args: argparse.Namespace) -> int:
         sweeps=not args.no_sweeps,
         model_name=str(model),
         cache=not args.no_cache,
+        negative_rejection=args.negative_rejection,
     )
     started = time.perf_counter()
     report = run_evaluation(

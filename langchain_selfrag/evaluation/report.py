@@ -65,6 +65,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("abstention_rate", "abstain"),
     ("abstention_precision", "abst P"),
     ("abstention_recall", "abst R"),
+    ("negative_rejection", "neg rej"),
     ("retrieval_frequency", "retr freq"),
     ("citation_precision_issup", "cite P (IsSup)"),
     ("citation_recall_issup", "cite R (IsSup)"),
@@ -129,6 +130,16 @@ def markdown_report(report: Mapping[str, Any]) -> str:
         for row in sweeps["issup_weight"]:
             cells = " | ".join(_fmt(row[key], "") for key in ("match", "f1", "supported"))
             lines.append(f"| {row['w_sup']:.2f} | {cells} |")
+    if sweeps.get("abstention"):
+        lines += ["", f"## Abstention bars (replayed from {sweeps['abstention_source']} and its noise-only run)", "",
+                  "answer rate, match and accuracy of the answered ones on answerable questions; rejection: "
+                  "abstentions on the noise-only run (only passages without the answer).", ""]
+        lines += ["| IsRel bar | IsSup bar | answer rate | match | accuracy answered | rejection |",
+                  "|---:|---:|---:|---:|---:|---:|"]
+        for row in sweeps["abstention"]:
+            a, n = row["answerable"], row["noise_only"]
+            lines.append(f"| {row['abstain_isrel']:.1f} | {row['abstain_issup']:.1f} | {_fmt(a['answer_rate'], '')} | "
+                         f"{_fmt(a['match'], '')} | {_fmt(a['accuracy_answered'], '')} | {_fmt(n['abstain_rate'], '')} |")
     for name in sweeps.get("plots", []):
         lines += ["", f"![{name}]({name})"]
     for note in report.get("notes", []):

@@ -4,9 +4,11 @@ Layout of the output directory::
 
     DIR/run.json                    what was run (data set, model, settings); checked on resume
     DIR/predictions/SYSTEM.jsonl    one record per finished question (appended as it finishes)
+    DIR/predictions/SYSTEM@noise.jsonl  the same system given only passages without the answer
+                                    (``negative_rejection``: RGB's noise-only test)
     DIR/chroma/                     the pooled passage collection (pooled retrieval only)
     DIR/report.json, DIR/report.md  metrics per system, sweeps, the Markdown table
-    DIR/sweep_threshold.png, DIR/sweep_issup.png
+    DIR/sweep_threshold.png, DIR/sweep_issup.png, DIR/sweep_abstention.png
 """
 
 from __future__ import annotations
@@ -21,8 +23,11 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from .. import tokens as T
+from ..config import SelfRAGConfig
 from ..prompts import build_instruction, format_prompt
 from ..scoring import retrieve_probability
+from . import abstention as A
+from . import metrics as M
 from . import sweeps as S
 from .cache import CachingLM
 from .loaders import Dataset, Example
@@ -54,6 +59,26 @@ class EvalOptions:
     sweeps: bool = True
     model_name: str = ""
     cache: bool = True
+    negative_rejection: bool = False
+
+
+#: Suffix of a system's noise-only run (negative rejection).
+NOISE = "@noise"
+#: Candidates searched per noise-only question: this many times ``k``.
+NOISE_POOL_FACTOR = 8
+
+
+def noise_systems(options: EvalOptions) -> list[SystemSpec]:
+    """The systems run noise-only too: every one that reads passages, when negative rejection is on."""
+    return [s for s in options.systems if s.uses_retrieval] if options.negative_rejection else []
+
+
+def noise_candidates(examples: Sequence[Example], pool: Mapping[str, list[Any]], k: int) -> dict[str, list[Any]]:
+    """Per example with gold answers, the first ``k`` of its candidate ``pool`` that hold none of
+    its answers (RGB's noise-only passages)."""
+    return {ex.id: A.noise_only(pool.get(ex.id, []), lambda d, ex=ex: bool(M.match(
+        f"{d.metadata.get('title', '')} {d.page_content}", ex.answers)), k)
+        for ex in examples if ex.answers and not ex.options}
 
 
 def read_records(path: Path) -> dict[str, dict[str, Any]]:
@@ -132,28 +157,39 @@ def run_evaluation(
         "format": dataset.format,
         "model": options.model_name,
         "retrieval": retrieval,
-        "settings": {"k": options.k, **options.overrides},
+        "settings": {"k": options.k, **options.overrides,
+                     **({"negative_rejection": True} if options.negative_rejection else {})},
         "corpus": corpus_key(dataset.corpus) if retrieval == "pooled" else None,
     }
     _check_resume(out, run_info)
     pred_dir = out / "predictions"
     pred_dir.mkdir(exist_ok=True)
-    for spec in options.systems:
-        repair_records(pred_dir / f"{spec.name}.jsonl")
-    done = {s.name: read_records(pred_dir / f"{s.name}.jsonl") for s in options.systems}
-    pending = [ex for ex in examples if any(ex.id not in done[s.name] for s in options.systems)]
+    noisy = noise_systems(options)
+    names = [s.name for s in options.systems] + [s.name + NOISE for s in noisy]
+    for name in names:
+        repair_records(pred_dir / f"{name}.jsonl")
+    done = {name: read_records(pred_dir / f"{name}.jsonl") for name in names}
+    noise_ids = {ex.id for ex in examples if ex.answers and not ex.options}
+    jobs = [(s.name, s, False) for s in options.systems] + [(s.name + NOISE, s, True) for s in noisy]
+    wanted = {name: ({ex.id for ex in examples} if not noise else noise_ids) for name, _, noise in jobs}
+    pending = [ex for ex in examples if any(ex.id not in done[name] and ex.id in wanted[name] for name in names)]
 
     candidates: dict[str, list[Any]] = {}
+    noise: dict[str, list[Any]] = {}
     retrieval_s = 0.0
     retriever: Any = empty_retriever()
     if needs_passages and pending:
+        depth = options.k * (NOISE_POOL_FACTOR if noisy else 1)
         if retrieval == "given":
-            candidates = given_candidates(pending, options.k)
+            pool = given_candidates(pending, depth)
         else:
             embeddings = embeddings if embeddings is not None else default_embeddings()
             store = pooled_store(dataset.corpus, out / "chroma", embeddings)
             retriever = store.as_retriever(search_kwargs={"k": options.k})
-            candidates, retrieval_s = pooled_candidates(store, embeddings, pending, options.k)
+            pool, retrieval_s = pooled_candidates(store, embeddings, pending, depth)
+        candidates = {i: docs[: options.k] for i, docs in pool.items()}
+        if noisy:
+            noise = noise_candidates(pending, pool, options.k)
 
     model = CachingLM(lm) if options.cache else lm
     chain = None
@@ -163,19 +199,20 @@ def run_evaluation(
     overrides = {"k": options.k, **options.overrides}
     runners = {s.name: make_runner(s, model, chain, overrides) for s in options.systems}
 
-    handles = {s.name: (pred_dir / f"{s.name}.jsonl").open("a", encoding="utf-8") for s in options.systems}
-    total = sum(ex.id not in done[s.name] for ex in pending for s in options.systems)
+    handles = {name: (pred_dir / f"{name}.jsonl").open("a", encoding="utf-8") for name in names}
+    total = sum(ex.id not in done[name] and ex.id in wanted[name] for ex in pending for name in names)
     try:
         with tqdm(total=total, desc=f"eval {dataset.name}", unit="answer", disable=not progress or not total) as bar:
             for ex in pending:
-                for spec in options.systems:
-                    if ex.id in done[spec.name]:
+                for name, spec, is_noise in jobs:
+                    if ex.id in done[name] or ex.id not in wanted[name]:
                         continue
-                    bar.set_postfix_str(spec.name, refresh=False)
-                    record = _run_one(runners[spec.name], ex, candidates.get(ex.id, []), retrieval_s, model)
-                    handles[spec.name].write(json.dumps(record) + "\n")
-                    handles[spec.name].flush()
-                    done[spec.name][ex.id] = record
+                    bar.set_postfix_str(name, refresh=False)
+                    given = (noise if is_noise else candidates).get(ex.id, [])
+                    record = _run_one(runners[spec.name], ex, given, retrieval_s, model)
+                    handles[name].write(json.dumps(record) + "\n")
+                    handles[name].flush()
+                    done[name][ex.id] = record
                     bar.update(1)
                 if isinstance(model, CachingLM):
                     model.clear()
@@ -250,9 +287,27 @@ def build_report(
         "sweeps": {},
         "notes": [],
     }
+    for spec in noise_systems(options):
+        records = [r for i, r in done.get(spec.name + NOISE, {}).items() if i in ids]
+        systems[spec.name]["metrics"]["negative_rejection"] = M.mean(float(bool(r.get("abstained"))) for r in records)
+        systems[spec.name]["n_noise"] = len(records)
     if options.sweeps:
         _add_sweeps(report, examples, done, options, lm)
     return report
+
+
+def abstention_sweep(examples: Sequence[Example], normal: Mapping[str, Mapping[str, Any]],
+                     noise: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Answer rate, match and rejection over the abstention bars, replayed from the traces of one
+    system's normal and noise-only runs (:func:`langchain_selfrag.evaluation.abstention.sweep`)."""
+    answerable = [ex for ex in examples if ex.answers and not ex.options]
+    sets = {
+        "answerable": [{"signals": A.signals(normal[ex.id]),
+                        "match": bool(M.match(A.chosen_text(normal[ex.id]), ex.answers))}
+                       for ex in answerable if ex.id in normal],
+        "noise_only": [{"signals": A.signals(noise[ex.id]), "match": None} for ex in answerable if ex.id in noise],
+    }
+    return A.sweep(sets)
 
 
 def _add_sweeps(
@@ -286,6 +341,11 @@ def _add_sweeps(
         )
     else:
         report["notes"].append("IsSup sweep needs selfrag_always or selfrag_adaptive")
+    noisy = [s.name for s in noise_systems(options) if s.kind == "chain" and s.name + NOISE in done]
+    source = next((n for n in ("selfrag_adaptive", "selfrag_always") if n in noisy), noisy[0] if noisy else None)
+    if source is not None:
+        sweeps["abstention_source"] = source
+        sweeps["abstention"] = abstention_sweep(examples, done[source], done[source + NOISE])
 
 
 def retrieve_probabilities(lm: Any, examples: Sequence[Example], batch_size: int = 8) -> dict[str, float]:
@@ -311,4 +371,11 @@ def save_plots(report: Mapping[str, Any], out: Path) -> list[str]:
     if sweeps.get("issup_weight"):
         S.plot_issup(sweeps["issup_weight"], out / "sweep_issup.png", f"{name}: IsSup weight")
         written.append("sweep_issup.png")
+    if sweeps.get("abstention"):
+        settings = report["run"].get("settings") or {}
+        A.plot_sweep(sweeps["abstention"], "answerable", ["noise_only"], out / "sweep_abstention.png",
+                     issup_bar=float(settings.get("abstain_issup", SelfRAGConfig().abstain_issup)),
+                     chosen=float(settings.get("abstain_isrel", SelfRAGConfig().abstain_isrel)),
+                     title=f"{name}: abstention bars ({sweeps['abstention_source']})")
+        written.append("sweep_abstention.png")
     return written

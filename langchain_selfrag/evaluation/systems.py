@@ -133,7 +133,7 @@ def prediction_record(
     abstained = bool(output.get("abstained"))
     passages = list(output.get("passages") or [])
     citations = list(output.get("citations") or [])
-    trace = [_slim_trace(t, trace_chars) for t in output.get("trace") or []]
+    trace = [_slim_trace(t, trace_chars) for t in output.get("trace") or [] if t.get("kind", "candidate") == "candidate"]
     selected = [t for t in trace if t.get("selected")]
     record: dict[str, Any] = {
         "id": example.id,
@@ -154,7 +154,8 @@ def prediction_record(
 
 
 def _slim_trace(entry: Mapping[str, Any], chars: int) -> dict[str, Any]:
-    keys = ("passage", "isrel", "issup", "isuse", "seq_prob", "score", "dropped", "selected", "truncated")
+    keys = ("passage", "isrel", "issup", "isuse", "seq_prob", "score", "dropped", "selected", "chosen", "round",
+            "truncated")
     out = {k: entry.get(k) for k in keys}
     out["text"] = T.strip_reflection_tokens(str(entry.get("text") or ""))[:chars]
     return out

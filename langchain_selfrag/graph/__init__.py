@@ -8,6 +8,7 @@
 
 from .builder import build_graph, compile_graph
 from .context import SelfRAGContext, default_lm, default_model_path, resolve_context
+from .corrective import correct, route_after_correct
 from .nodes import (
     ABSTAIN_ANSWER,
     abstain,
@@ -39,6 +40,7 @@ __all__ = [
     "build_graph",
     "closed_set_key",
     "compile_graph",
+    "correct",
     "decide_retrieval",
     "default_lm",
     "default_model_path",
@@ -51,6 +53,7 @@ __all__ = [
     "resolve_context",
     "retrieve",
     "route_after_decision",
+    "route_after_correct",
     "route_after_rank",
     "route_after_select",
     "select",

@@ -4,11 +4,14 @@
 
     prepare -> decide_retrieval -(retrieve?)-> retrieve -> generate -> grade_relevance
             -> grade_support -> grade_utility -> rank -(another long-form round?)-> decide_retrieval
+                                                      \\-(no passage relevant?)-> correct -> generate
                                                       \\-> select -(abstain?)-> abstain -> END
                                                                   \\-(rho set?)-> restrain -> END
                                                                   \\-> END
 
-``restrain`` (:mod:`langchain_selfrag.restraint`) keeps the claims of the answer that are likely
+``correct`` (:mod:`langchain_selfrag.graph.corrective`) runs only when the context has a rewriter
+or a fallback retriever: it rewrites the question or asks the fallback, ``max_retrieval_rounds``
+rounds at most. ``restrain`` (:mod:`langchain_selfrag.restraint`) keeps the claims of the answer that are likely
 enough at the target accuracy ``rho``, or abstains; without ``rho`` the graph ends after ``select``.
 
 The compiled graph takes :class:`InputState`, returns :class:`OutputState`, reads its knobs from
@@ -35,6 +38,7 @@ def build_graph(context_schema: type = SelfRAGContext) -> StateGraph:
     """
     # Imported here: langchain_selfrag.restraint imports this package.
     from ..restraint.node import restrain, route_after_select
+    from .corrective import correct, route_after_correct
 
     g = StateGraph(SelfRAGState, context_schema=context_schema, input_schema=InputState, output_schema=OutputState)
     g.add_node("prepare", N.prepare)
@@ -45,6 +49,7 @@ def build_graph(context_schema: type = SelfRAGContext) -> StateGraph:
     g.add_node("grade_support", N.grade_support)
     g.add_node("grade_utility", N.grade_utility)
     g.add_node("rank", N.rank)
+    g.add_node("correct", correct)
     g.add_node("select", N.select)
     g.add_node("abstain", N.abstain)
     g.add_node("restrain", restrain)
@@ -56,7 +61,8 @@ def build_graph(context_schema: type = SelfRAGContext) -> StateGraph:
     g.add_edge("grade_relevance", "grade_support")
     g.add_edge("grade_support", "grade_utility")
     g.add_edge("grade_utility", "rank")
-    g.add_conditional_edges("rank", N.route_after_rank, ["decide_retrieval", "select"])
+    g.add_conditional_edges("rank", N.route_after_rank, ["decide_retrieval", "correct", "select"])
+    g.add_conditional_edges("correct", route_after_correct, ["generate", "correct", "select"])
     g.add_conditional_edges("select", route_after_select,
                             {"abstain": "abstain", "restrain": "restrain", "__end__": END})
     g.add_edge("abstain", END)

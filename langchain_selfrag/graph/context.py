@@ -19,7 +19,7 @@ from ..errors import ModelLoadError
 
 #: Extra context keys that are not SelfRAGConfig fields.
 CONTEXT_KEYS = ("lm", "retriever", "retriever_timeout", "max_question_chars", "model", "store", "chroma_url",
-                "claim_splitter", "claim_scorer")
+                "claim_splitter", "claim_scorer", "rewrite", "fallback_retriever")
 
 
 @dataclass
@@ -33,6 +33,11 @@ class SelfRAGContext:
     claim_splitter, claim_scorer: how the ``restrain`` node (``config.rho`` set) splits an answer
     into claims and scores them (``langchain_selfrag.restraint`` ClaimSplitter / ClaimScorer);
     None: a ``SentenceSplitter`` and an ``IsSupScorer`` over ``lm``.
+    rewrite, fallback_retriever: corrective retrieval (:mod:`langchain_selfrag.graph.corrective`),
+    off while both are None. ``rewrite``: a LangChain chat model, LLM or Runnable that rewrites the
+    question when no retrieved passage is relevant; the rewritten query goes to ``retriever``.
+    ``fallback_retriever``: a retriever, vector store, tool (e.g. a web search) or callable tried
+    next. ``config.max_retrieval_rounds`` bounds the rounds.
     """
 
     lm: Any = None
@@ -42,6 +47,8 @@ class SelfRAGContext:
     max_question_chars: int = 4000
     claim_splitter: Any = None
     claim_scorer: Any = None
+    rewrite: Any = None
+    fallback_retriever: Any = None
 
     def with_config(self, **changes: Any) -> SelfRAGContext:
         """A copy with some SelfRAGConfig fields changed (unknown names raise ConfigError)."""
@@ -77,6 +84,8 @@ class ServerContext(TypedDict, total=False):
     closed_set: bool
     max_passage_tokens: int
     rho: float
+    abstain_closed_book: bool
+    max_retrieval_rounds: int
     retriever_timeout: float
     max_question_chars: int
     model: str

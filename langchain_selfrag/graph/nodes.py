@@ -47,6 +47,7 @@ from langgraph.runtime import Runtime, get_runtime
 from .. import scoring as S
 from .. import tokens as T
 from ..errors import EmptyQuestionError, InvalidInputError, QuestionTooLongError
+from ..lm.base import approximation
 from ..lm.scheduler import supported_options, unwrap
 from ..passage_budget import EvidenceFitter, FittedPassage, check_prompt_fits
 from ..prompts import build_instruction, format_prompt, without_retrieval
@@ -242,6 +243,20 @@ def _given_for(given: Sequence[Document], beam: Beam, query: str, k: int) -> lis
     return [given[i] for i in rerank(query, texts, k)]
 
 
+def add_passages(passages: list[Document], index: dict[tuple[str, str], int], docs: Sequence[Document]) -> list[int]:
+    """Append the documents not seen yet to ``passages`` (``index``: their keys); return the
+    positions of ``docs`` in ``passages``, each once, in order."""
+    evidence: list[int] = []
+    for doc in docs:
+        key = _doc_key(doc)
+        if key not in index:
+            index[key] = len(passages)
+            passages.append(doc)
+        if index[key] not in evidence:
+            evidence.append(index[key])
+    return evidence
+
+
 def _attach_evidence(state: Mapping[str, Any], runtime: Runtime[SelfRAGContext] | None, k: int, beams: list[Beam],
                      queries: list[str | None], found: Mapping[str, list[Document]]) -> dict[str, Any]:
     passages = list(state.get("passages") or [])
@@ -251,14 +266,7 @@ def _attach_evidence(state: Mapping[str, Any], runtime: Runtime[SelfRAGContext] 
         if query is None:
             continue
         docs = _given_for(given, beam, query, k) if given is not None else found[query]
-        evidence = []
-        for doc in docs:
-            key = _doc_key(doc)
-            if key not in index:
-                index[key] = len(passages)
-                passages.append(doc)
-            if index[key] not in evidence:
-                evidence.append(index[key])
+        evidence = add_passages(passages, index, docs)
         beam["evidence"] = evidence
         if not evidence:
             beam["need_retrieval"] = False
@@ -456,14 +464,18 @@ def _bars_set(cfg: Any) -> bool:
     return cfg.abstain_isrel > 0 or cfg.abstain_issup > 0
 
 
-def _streams_tokens(state: Mapping[str, Any], cfg: Any, n_plain: int, n_evidence: int) -> bool:
+def _streams_tokens(state: Mapping[str, Any], ctx: SelfRAGContext, n_plain: int, n_evidence: int) -> bool:
     """True when the one plain short-form candidate's text will be the answer once it says something.
 
-    It is then the only candidate; ``select`` gives its text unless it says nothing, or retrieval
-    was attempted (and found nothing) with abstention bars set; no restraint (``rho``) follows.
+    It is then the only candidate; ``select`` gives its text unless it says nothing, retrieval
+    was attempted (and found nothing) with abstention bars set, or it is a closed-book answer that
+    ``abstain_closed_book`` turns into an abstention; no restraint (``rho``) follows.
     """
+    cfg = ctx.config
+    attempted = state.get("retrieval_attempted")
     return (not cfg.long_form and cfg.rho is None and n_plain == 1 and n_evidence == 0
-            and not (_bars_set(cfg) and state.get("retrieval_attempted")))
+            and not (_bars_set(cfg) and attempted)
+            and not (not attempted and _closed_book_abstains(state, ctx)))
 
 
 def _token_callback(runtime: Runtime[SelfRAGContext] | None) -> AnswerTokens | None:
@@ -520,7 +532,7 @@ def generate(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str,
             candidates.append(_candidate(gen, beam=beam, depth=depth, passage=i, prompt=prompt, guard=guard,
                                          fitted=fitted))
     if plain_jobs:
-        stream = _streams_tokens(state, cfg, len(plain_jobs), len(evidence_jobs))
+        stream = _streams_tokens(state, ctx, len(plain_jobs), len(evidence_jobs))
         gens, guards = _run_generate(ctx.lm, [p for _, p, _, _ in plain_jobs], cfg,
                                      [g for _, _, g, _ in plain_jobs],
                                      on_token=_token_callback(runtime) if stream else None)
@@ -532,6 +544,7 @@ def generate(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str,
     start = len(state.get("trace") or [])
     for n, cand in enumerate(candidates):
         cand["id"] = start + n
+        cand["round"] = state.get("round") or 1
     return {"candidates": candidates}
 
 
@@ -712,11 +725,17 @@ def _emit_settled(state: Mapping[str, Any], runtime: Runtime[SelfRAGContext] | N
 
 
 def route_after_rank(state: SelfRAGState, runtime: Runtime[SelfRAGContext] | None = None) -> str:
-    """Another long-form round (``decide_retrieval``) or ``select``.
+    """Another long-form round (``decide_retrieval``), a corrective retrieval round (``correct``,
+    short form: see :mod:`langchain_selfrag.graph.corrective`) or ``select``.
 
     Stops at ``max_segments``, when no beam is alive, or when the remaining step budget could not
     pay for another round: the loop is bounded twice.
     """
+    if runtime is not None:
+        from .corrective import needs_correction  # corrective imports this module
+
+        if needs_correction(state, _ctx(runtime)):
+            return "correct"
     cfg = _ctx(runtime).config if runtime is not None else None
     long_form = cfg.long_form if cfg else False
     max_segments = cfg.max_segments if cfg else 1
@@ -732,7 +751,10 @@ def route_after_rank(state: SelfRAGState, runtime: Runtime[SelfRAGContext] | Non
 
 
 # -- select / abstain ---------------------------------------------------------------------------
-def _public(cand: Mapping[str, Any], selected: set[int]) -> dict[str, Any]:
+def _public(cand: Mapping[str, Any], selected: set[int], chosen: set[int], approximate: str | None) -> dict[str, Any]:
+    """The trace entry of a candidate. ``chosen``: ``select`` picked it (even when the run then
+    abstained); ``selected``: it is in the answer. ``round``: the retrieval round it came from.
+    ``approximate``: why the backend's critique probabilities are not the model's own, else None."""
     return {
         "passage": cand.get("passage"),
         "text": cand.get("text", ""),
@@ -743,6 +765,8 @@ def _public(cand: Mapping[str, Any], selected: set[int]) -> dict[str, Any]:
         "score": cand.get("score", 0.0),
         "dropped": bool(cand.get("dropped")),
         "selected": cand.get("id") in selected,
+        "chosen": cand.get("id") in chosen,
+        "round": cand.get("round", 1),
         "depth": cand.get("depth", 0),
         "stop_reason": cand.get("stop_reason"),
         "decoding_guard": bool(cand.get("decoding_guard")),
@@ -751,6 +775,7 @@ def _public(cand: Mapping[str, Any], selected: set[int]) -> dict[str, Any]:
         "passage_tokens": cand.get("passage_tokens"),
         "passage_tokens_total": cand.get("passage_tokens_total"),
         "reflections": cand.get("reflections", []),
+        "approximate": approximate,
     }
 
 
@@ -770,22 +795,77 @@ def _cites(cand: Mapping[str, Any]) -> bool:
             and not S.violates_hard_constraint(cand.get("issup_probs")))
 
 
-def _abstain_reason(state: Mapping[str, Any], cfg: Any, chosen: list[Mapping[str, Any]]) -> str | None:
-    trace = state.get("trace") or []
+def _abstain_reason(state: Mapping[str, Any], ctx: SelfRAGContext, chosen: list[Mapping[str, Any]]) -> str | None:
+    cfg = ctx.config
+    trace = candidates_of(state.get("trace") or [])
     if trace and all(c.get("dropped") for c in trace):
         return "every candidate was dropped by the hard constraint ([No support / Contradictory])"
     if not chosen or not any(_says_something(c) for c in chosen):
         return "the model produced no answer text"
-    if _bars_set(cfg) and state.get("retrieval_attempted"):
-        evidence = [c for c in trace if c.get("passage") is not None and not c.get("dropped")]
-        if not evidence:
-            return "retrieval found no passages to ground the answer"
-        if not any(_meets_bars(c, cfg) for c in evidence):
-            best_rel = max(c.get("isrel") or 0.0 for c in evidence)
-            best_sup = max(c.get("issup") or 0.0 for c in evidence)
-            return (f"no retrieved passage reached IsRel >= {cfg.abstain_isrel:g} and IsSup >= "
-                    f"{cfg.abstain_issup:g} (best IsRel {best_rel:.2f}, best IsSup {best_sup:.2f})")
+    if not state.get("retrieval_attempted"):
+        return _closed_book_reason(state, ctx)
+    if _bars_set(cfg):
+        return evidence_reason(trace, chosen, cfg.abstain_isrel, cfg.abstain_issup)
     return None
+
+
+def _closed_book_reason(state: Mapping[str, Any], ctx: SelfRAGContext) -> str | None:
+    """Why a closed-book answer is not given (``abstain_closed_book``), or None when it is."""
+    if not _closed_book_abstains(state, ctx):
+        return None
+    p = state.get("retrieve_probability")
+    why = f" (p(Retrieval) {p:.2f} <= threshold {ctx.config.threshold:g})" if p is not None else ""
+    return (f"the model chose to answer without retrieval{why}, and a closed-book answer is not trusted "
+            "(abstain_closed_book; set mode='always' to retrieve every time)")
+
+
+def _closed_book_abstains(state: Mapping[str, Any], ctx: SelfRAGContext) -> bool:
+    """True when an answer given without retrieval will be an abstention: ``abstain_closed_book`` is
+    on, a source was there (retriever or given passages) and the mode let the model choose."""
+    cfg = ctx.config
+    can_retrieve = ctx.retriever is not None or state.get("given_passages") is not None
+    return cfg.abstain_closed_book and cfg.mode != "never" and can_retrieve
+
+
+def candidates_of(trace: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The candidate entries of a trace (without the ``retrieval_round`` entries of corrective retrieval)."""
+    return [t for t in trace if t.get("kind", "candidate") == "candidate"]
+
+
+def answer_support(chosen: Sequence[Mapping[str, Any]]) -> float:
+    """IsSup of the selected answer: the lowest IsSup of its candidates generated from a passage
+    (long form: its segments; closed set: the candidates aggregated into it); 0 when none was."""
+    evidence = [c for c in chosen if c.get("passage") is not None]
+    return min((c.get("issup") or 0.0 for c in evidence), default=0.0)
+
+
+def evidence_reason(trace: Sequence[Mapping[str, Any]], chosen: Sequence[Mapping[str, Any]],
+                    isrel_bar: float, issup_bar: float) -> str | None:
+    """Why a run that retrieved must abstain at these bars, or None (pure: also used offline by
+    the evaluation's threshold sweeps on traces of runs that did not abstain).
+
+    No retrieved (kept) candidate: nothing grounds the answer. Best IsRel over the retrieved
+    passages below ``isrel_bar``: no passage is relevant. IsSup of the selected answer
+    (:func:`answer_support`) below ``issup_bar``: its passage does not support it. 0 turns a bar off.
+    """
+    evidence = [c for c in trace if c.get("passage") is not None and not c.get("dropped")]
+    if not evidence:
+        return "retrieval found no passages to ground the answer"
+    best_rel = max(c.get("isrel") or 0.0 for c in evidence)
+    if isrel_bar > 0 and best_rel < isrel_bar:
+        return (f"no retrieved passage was judged relevant (best IsRel {best_rel:.2f}; the bar is "
+                f"IsRel >= {isrel_bar:g})")
+    support = answer_support(chosen)
+    if issup_bar > 0 and support < issup_bar:
+        return (f"the selected answer is not supported by its passage (IsSup {support:.2f}; the bar is "
+                f"IsSup >= {issup_bar:g})")
+    return None
+
+
+def relevance_bar(cfg: Any) -> float:
+    """The IsRel a passage needs to count as relevant: ``abstain_isrel``, or when that is 0, the
+    model's own judgement (p([Relevant]) > 1/2)."""
+    return cfg.abstain_isrel if cfg.abstain_isrel > 0 else 0.5
 
 
 def _says_something(cand: Mapping[str, Any]) -> bool:
@@ -837,36 +917,45 @@ def _short_citations(chosen: Sequence[Mapping[str, Any]], passages: Sequence[Doc
     return [passages[i] for i in cited]
 
 
-def _meets_bars(cand: Mapping[str, Any], cfg: Any) -> bool:
-    """A retrieved, kept candidate at or above both abstention bars (``abstain_isrel``, ``abstain_issup``)."""
+def _meets_isrel_bar(cand: Mapping[str, Any], cfg: Any) -> bool:
+    """A retrieved, kept candidate whose passage reaches ``abstain_isrel``."""
     return (cand.get("passage") is not None and not cand.get("dropped")
-            and (cand.get("isrel") or 0.0) >= cfg.abstain_isrel and (cand.get("issup") or 0.0) >= cfg.abstain_issup)
+            and (cand.get("isrel") or 0.0) >= cfg.abstain_isrel)
 
 
 def _bars_settled(state: Mapping[str, Any], ctx: SelfRAGContext, trace: Sequence[Mapping[str, Any]]) -> bool:
-    """The abstention bars can no longer make the run abstain: unset, met by a candidate of ``trace``
-    (the trace only grows), or retrieval has not been and cannot be attempted."""
+    """Abstention can no longer make the run abstain: before any retrieval, a closed-book answer
+    is given (:func:`_closed_book_abstains` is False) and the bars are unset or cannot apply;
+    after retrieval, the bars are unset, or only the IsRel bar is set and a candidate of ``trace``
+    met it (the trace only grows; the selected answer's IsSup is known only at the end)."""
     cfg = ctx.config
-    if not _bars_set(cfg) or any(_meets_bars(c, cfg) for c in trace):
+    attempted = state.get("retrieval_attempted")
+    if not attempted and _closed_book_abstains(state, ctx):
+        return False
+    if not _bars_set(cfg):
+        return True
+    if cfg.abstain_issup <= 0 and any(_meets_isrel_bar(c, cfg) for c in candidates_of(trace)):
         return True
     can_retrieve = ctx.retriever is not None or state.get("given_passages") is not None
-    return not state.get("retrieval_attempted") and (cfg.mode == "never" or not can_retrieve)
+    return not attempted and (cfg.mode == "never" or not can_retrieve)
 
 
 def select(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, Any]:
     """Pick the answer: the best candidate (short form, closed-set aggregated) or the best beam.
 
     Abstains (via ``pending_abstain``) when every candidate was dropped by the hard constraint, when
-    no candidate has answer text, or, if retrieval was attempted and ``abstain_isrel`` /
-    ``abstain_issup`` are set, when no retrieved candidate reaches both bars. An answer the model
-    chose to give without retrieval is not held to the bars.
+    no candidate has answer text, or, if retrieval was attempted, when no retrieved passage reaches
+    ``abstain_isrel`` or the selected answer's IsSup is below ``abstain_issup``
+    (:func:`evidence_reason`). An answer the model chose to give without retrieval is not held to
+    the bars; with ``abstain_closed_book`` it is an abstention when a source was there.
 
     Long-form segments generated from a passage carry ``[n]``, n indexing ``citations`` (from 1),
     when the model judged the passage [Relevant] and the segment not [No support / Contradictory]
     (:func:`_cites`; short form cites by the same rule). Sets ``pending_abstain``
     when the answer must not be given (see :func:`route_after_select`).
     """
-    cfg = _ctx(runtime).config
+    ctx = _ctx(runtime)
+    cfg = ctx.config
     passages = state.get("passages") or []
     if cfg.long_form:
         beams = [b for b in state.get("beams", []) if b.get("segments")]
@@ -874,13 +963,18 @@ def select(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, A
         chosen = list(best["segments"]) if best else []
     else:
         chosen = _choose_short(state, cfg)
-    reason = _abstain_reason(state, cfg, chosen)
-    selected = {c["id"] for c in chosen} if reason is None else set()
+    reason = _abstain_reason(state, ctx, chosen)
+    picked = {c["id"] for c in chosen}
+    selected = picked if reason is None else set()
     if cfg.long_form:
         texts, citations = _segment_texts(chosen, passages)
     else:
         texts, citations = [c.get("text", "") for c in chosen[:1]], _short_citations(chosen, passages)
-    trace = [_public(c, selected) for c in state.get("trace") or []]
+    approximate = approximation(ctx.lm)
+    trace = [_public(c, selected, picked, approximate) for c in state.get("trace") or []]
+    from .corrective import with_round_entries  # corrective imports this module
+
+    trace = with_round_entries(state, ctx, trace)
     _emit(runtime, "selection", selected=sorted(selected), abstain_reason=reason)
     return {
         "answer": " ".join(t for t in texts if t).strip(),
@@ -901,5 +995,6 @@ def abstain(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, 
     """Replace the answer with an explicit abstention and its reason; nothing is cited."""
     reason = state.get("pending_abstain") or "abstained"
     _emit(runtime, "abstain", reason=reason)
-    trace = [{**t, "selected": False} for t in state.get("trace") or []]
+    trace = [{**t, "selected": False} if t.get("kind", "candidate") == "candidate" else t
+             for t in state.get("trace") or []]
     return {"answer": ABSTAIN_ANSWER, "abstained": True, "abstain_reason": reason, "citations": [], "trace": trace}

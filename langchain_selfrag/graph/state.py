@@ -72,6 +72,7 @@ class Candidate(TypedDict, total=False):
     isrel_token: str | None
     decoding_guard: bool
     guarded: int
+    round: int
     truncated: bool
     passage_tokens: int | None
     passage_tokens_total: int | None
@@ -114,4 +115,6 @@ class SelfRAGState(InputState, OutputState, total=False):
     depth: int
     retrieval_attempted: bool
     pending_abstain: str | None
+    round: int
+    rounds: list[dict[str, Any]]
     remaining_steps: RemainingSteps
