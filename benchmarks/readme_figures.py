@@ -138,8 +138,8 @@ def render_throughput() -> str:
     for name in THROUGHPUT_FILES:
         data = result(name)
         s = data["settings"]
-        corpus = Path(s["corpus"])
-        corpus_name = rel(corpus) + "/" if corpus.is_relative_to(ROOT) else corpus.name
+        corpus = Path(s["corpus"])  # repository-relative when inside the checkout (record.in_repo)
+        corpus_name = corpus.name if corpus.is_absolute() else corpus.as_posix() + "/"
         parts.append(
             f"`{data['command']}` (`{rel(RESULTS_DIR / (name + '.json'))}`; measured {when(data)} on {machine(data)}; "
             f"model `{data['figures']['model']}`, {threads(s['threads'])}; {s['queries']} questions over `{corpus_name}`, "

@@ -69,6 +69,17 @@ def git_commit() -> str | None:
     return out.stdout.strip() or None
 
 
+def in_repo(value: Any) -> Any:
+    """A path setting inside the checkout as a repository-relative path, so that a results file does
+    not depend on where the checkout was; any other value as it is."""
+    if isinstance(value, str) and os.path.isabs(value):
+        try:
+            return Path(value).resolve().relative_to(ROOT).as_posix()
+        except ValueError:
+            return value
+    return value
+
+
 @dataclass
 class Run:
     """One benchmark run: started with the machine's load noted; :meth:`write` saves its figures."""
@@ -99,7 +110,7 @@ class Run:
                 "platform": platform.platform(),
             },
             "versions": versions(),
-            "settings": settings,
+            "settings": {k: in_repo(v) for k, v in settings.items()},
             "figures": figures,
         }
 

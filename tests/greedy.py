@@ -17,8 +17,9 @@ from langchain_selfrag.lm.llamacpp_lm import common_prefix
 
 #: SmolLM2 Q4_1 between batch layouts, per base-vocabulary token of a candidate string (a
 #: [Utility:k] is 6 tokens, [Relevant] 4): the worst measured was 0.22 nats on the 4 tokens of
-#: [Relevant] on AMD EPYC (AVX2; 0.055 a token) and 0.29 on a 6-token [Utility:k] on another AMD
-#: EPYC (0.048 a token); Intel Sapphire Rapids stayed under 0.25 for all. About twice the worst:
+#: [Relevant] on AMD EPYC family 26 (Zen 5, AVX-512; 0.055 a token) and 0.29 on a 6-token
+#: [Utility:k] on another AMD EPYC (0.048 a token); Intel Sapphire Rapids stayed under 0.25 for all.
+#: About twice the worst:
 Q4_TOKEN_LOG_TOL = 0.1
 #: Q4_1 greedy choices between layouts flip only where the top two are this close (nats): the
 #: layouts move single-token log-probs by up to 0.15 (measured over four reflection groups on six

@@ -40,9 +40,10 @@ BUNDLED_LOG_TOL = 0.5
 BUNDLED_PROB_TOL = 0.1
 #: Two greedy decoders of the bundled model (a server against in-process, another batch layout or
 #: another CPU's SIMD kernels) may part where the top two tokens are this close (nats, under the
-#: local model). Measured on AMD EPYC (AVX2): on FINISHED[0] the greedy path " What brings you to
-#: my office?" has top-2 margins 0.044 (office / shop), 0.22, 0.24 and 0.29, and an AMD EPYC
-#: machine's server answered "shop"; llama.cpp's logits move by up to BUNDLED_LOG_TOL between layouts.
+#: local model). Measured on AMD EPYC family 26 (Zen 5, AVX-512): on FINISHED[0] the greedy path
+#: " What brings you to my office?" has top-2 margins 0.044 (office / shop), 0.22, 0.24 and 0.29, and
+#: another AMD EPYC's server answered "shop"; llama.cpp's logits move by up to BUNDLED_LOG_TOL between
+#: layouts.
 NEAR_TIE = BUNDLED_LOG_TOL
 
 
