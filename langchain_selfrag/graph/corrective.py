@@ -37,7 +37,16 @@ from langgraph.runtime import Runtime
 from ..errors import RetrieverError
 from ..retrieval import fetch_documents
 from .context import SelfRAGContext
-from .nodes import FINAL_STEPS, _ctx, _doc_key, _emit, add_passages, candidates_of, relevance_bar
+from .nodes import (
+    FINAL_STEPS,
+    _ctx,
+    _doc_key,
+    _emit,
+    add_passages,
+    candidates_of,
+    relevance_bar,
+    retrieved_and_kept,
+)
 from .state import SelfRAGState
 
 #: Graph steps one corrective round takes at most (correct, generate, 3 graders, rank).
@@ -76,7 +85,7 @@ def _plan(ctx: SelfRAGContext) -> list[str]:
 
 def _round_relevant(state: Mapping[str, Any], ctx: SelfRAGContext, n: int) -> bool:
     bar = relevance_bar(ctx.config)
-    return any(c.get("passage") is not None and not c.get("dropped") and (c.get("isrel") or 0.0) >= bar
+    return any(retrieved_and_kept(c) and (c.get("isrel") or 0.0) >= bar
                for c in candidates_of(state.get("trace") or []) if (c.get("round") or 1) == n)
 
 

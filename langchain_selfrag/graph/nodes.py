@@ -184,7 +184,7 @@ def decide_retrieval(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> d
     (``threshold``, ``token``, ``mode`` or ``no_source``).
     """
     ctx = _ctx(runtime)
-    can_retrieve = ctx.retriever is not None or state.get("given_passages") is not None
+    can_retrieve = _has_source(state, ctx)
     beams = [dict(b) for b in state.get("beams", [])]
     depth = state.get("depth", 0)
     live = [b for b in beams if not b.get("done")]
@@ -809,6 +809,16 @@ def _abstain_reason(state: Mapping[str, Any], ctx: SelfRAGContext, chosen: list[
     return None
 
 
+def _has_source(state: Mapping[str, Any], ctx: SelfRAGContext) -> bool:
+    """The run can retrieve: a retriever, or passages given with the question."""
+    return ctx.retriever is not None or state.get("given_passages") is not None
+
+
+def retrieved_and_kept(cand: Mapping[str, Any]) -> bool:
+    """A candidate generated from a passage and not dropped by the hard constraint."""
+    return cand.get("passage") is not None and not cand.get("dropped")
+
+
 def _closed_book_reason(state: Mapping[str, Any], ctx: SelfRAGContext) -> str | None:
     """Why a closed-book answer is not given (``abstain_closed_book``), or None when it is."""
     if not _closed_book_abstains(state, ctx):
@@ -823,8 +833,7 @@ def _closed_book_abstains(state: Mapping[str, Any], ctx: SelfRAGContext) -> bool
     """True when an answer given without retrieval will be an abstention: ``abstain_closed_book`` is
     on, a source was there (retriever or given passages) and the mode let the model choose."""
     cfg = ctx.config
-    can_retrieve = ctx.retriever is not None or state.get("given_passages") is not None
-    return cfg.abstain_closed_book and cfg.mode != "never" and can_retrieve
+    return cfg.abstain_closed_book and cfg.mode != "never" and _has_source(state, ctx)
 
 
 def candidates_of(trace: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -848,7 +857,7 @@ def evidence_reason(trace: Sequence[Mapping[str, Any]], chosen: Sequence[Mapping
     passages below ``isrel_bar``: no passage is relevant. IsSup of the selected answer
     (:func:`answer_support`) below ``issup_bar``: its passage does not support it. 0 turns a bar off.
     """
-    evidence = [c for c in trace if c.get("passage") is not None and not c.get("dropped")]
+    evidence = [c for c in trace if retrieved_and_kept(c)]
     if not evidence:
         return "retrieval found no passages to ground the answer"
     best_rel = max(c.get("isrel") or 0.0 for c in evidence)
@@ -919,8 +928,7 @@ def _short_citations(chosen: Sequence[Mapping[str, Any]], passages: Sequence[Doc
 
 def _meets_isrel_bar(cand: Mapping[str, Any], cfg: Any) -> bool:
     """A retrieved, kept candidate whose passage reaches ``abstain_isrel``."""
-    return (cand.get("passage") is not None and not cand.get("dropped")
-            and (cand.get("isrel") or 0.0) >= cfg.abstain_isrel)
+    return retrieved_and_kept(cand) and (cand.get("isrel") or 0.0) >= cfg.abstain_isrel
 
 
 def _bars_settled(state: Mapping[str, Any], ctx: SelfRAGContext, trace: Sequence[Mapping[str, Any]]) -> bool:
@@ -936,8 +944,7 @@ def _bars_settled(state: Mapping[str, Any], ctx: SelfRAGContext, trace: Sequence
         return True
     if cfg.abstain_issup <= 0 and any(_meets_isrel_bar(c, cfg) for c in candidates_of(trace)):
         return True
-    can_retrieve = ctx.retriever is not None or state.get("given_passages") is not None
-    return not attempted and (cfg.mode == "never" or not can_retrieve)
+    return not attempted and (cfg.mode == "never" or not _has_source(state, ctx))
 
 
 def select(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, Any]:
