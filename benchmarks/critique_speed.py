@@ -58,9 +58,9 @@ from benchmarks.record import Run  # noqa: E402
 from langchain_selfrag import prompts as P  # noqa: E402
 from langchain_selfrag import tokens as T  # noqa: E402
 from langchain_selfrag.bundled import cache_dir  # noqa: E402
+from langchain_selfrag.bundled.smollm2 import smollm2_gguf_path  # noqa: E402
 from langchain_selfrag.lm import load_reflection_lm  # noqa: E402
-from langchain_selfrag.lm.llamacpp_lm import default_threads  # noqa: E402
-from langchain_selfrag.smollm2 import smollm2_gguf_path  # noqa: E402
+from langchain_selfrag.lm.llamacpp import default_threads  # noqa: E402
 
 SHARED_SQUAD = Path(__file__).resolve().parents[2] / "shared" / "data" / "squad2_dev_half.json"
 NEW_TOKENS = 50
@@ -127,7 +127,8 @@ def load_inputs() -> tuple[str, list[tuple[str, str]], str]:
 
 def requantized(source: Path, quant: str, threads: int) -> Path:
     """``source`` re-quantised by llama.cpp to ``quant`` (e.g. ``q8_0``), written once into the model cache."""
-    from langchain_selfrag.gguf_export import ExportError, quantize_gguf
+    from langchain_selfrag.export import ExportError
+    from langchain_selfrag.export.quantize import quantize_gguf
 
     out = cache_dir() / f"{source.name.split('.')[0]}.{quant.upper()}.gguf"
     if out.is_file():

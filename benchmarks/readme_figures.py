@@ -13,7 +13,7 @@ Nothing in a block or an inline figure is typed by hand:
     python -m benchmarks.readme_figures --write   # re-render every block in README.md
 
 Outside the blocks the README carries no figures: :func:`stray_figures` finds percentages and numbers
-with two or more decimals there (``tests/test_readme_figures.py`` keeps it so).
+with two or more decimals there (``tests/unit_tests/test_readme_figures.py`` keeps it so).
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 For every answerable question of the bundled model's training articles (where the retriever was
 chosen) and of its held-out articles, whether a gold passage is among the top 1 and top 5 of:
-``bm25`` (``training.bm25``), ``dense`` (the Chroma + MiniLM store of
+``bm25`` (``training.selfrag.bm25``), ``dense`` (the Chroma + MiniLM store of
 ``cookbook/selfrag_smollm2/evaluate.py``, kept in the model cache) and ``hybrid`` (both through
-:class:`langchain_selfrag.fusion.FusionRetriever`, the evaluation's ``--retrieval hybrid``). All three are the
+:class:`langchain_selfrag.retrieval.fusion.FusionRetriever`, the evaluation's ``--retrieval hybrid``). All three are the
 LangChain retrievers the evaluation uses, called as the chain calls them.
 
     python benchmarks/retrieval_recall.py [--data ../shared/data] [--split PATH] [--json PATH]
@@ -30,10 +30,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from benchmarks.record import Run  # noqa: E402
 from cookbook.selfrag_smollm2.evaluate import BM25DocumentRetriever, dense_store
 from langchain_selfrag import bundled
-from langchain_selfrag.fusion import FusionRetriever
 from langchain_selfrag.retrieval import with_k
-from training.bm25 import BM25Retriever
-from training.qa_data import load_squad
+from langchain_selfrag.retrieval.fusion import FusionRetriever
+from training.selfrag.bm25 import BM25Retriever
+from training.selfrag.qa_data import load_squad
 
 DEPTH = 5
 

@@ -116,7 +116,7 @@ class PeakMemory:
 
 
 def percentile(values: list[float], q: float) -> float:
-    from langchain_selfrag.evaluation.metrics import percentile as pct
+    from langchain_selfrag.evaluation.qa.metrics import percentile as pct
 
     return float(pct(values, q) or 0.0)
 

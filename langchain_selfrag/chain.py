@@ -23,7 +23,7 @@ Output (the contract the evaluation harness relies on)::
 ``approximate`` is True when the backend's reflection probabilities (``retrieve_probability`` and
 the trace's critique scores) are not the model's own softmax, ``approximate_reason`` says why: a
 remote server that reports only top-k log-probs, or text it cannot map back to token ids (see
-:mod:`langchain_selfrag.lm.remote_lm`). It is read from the model after the run and stays True
+:mod:`langchain_selfrag.lm.remote`). It is read from the model after the run and stays True
 once the model has had to approximate; local backends are always exact.
 
 ``stream`` / ``astream`` yield addable chunks: the clean answer first, then the other fields;
@@ -51,7 +51,7 @@ from .config import SelfRAGConfig
 from .errors import InvalidInputError, StepBudgetExceededError
 from .graph import SelfRAGContext, compile_graph
 from .graph.context import split_settings
-from .lm.base import approximation
+from .lm.protocol import approximation
 from .retrieval import as_source
 
 #: Keys a dict input may have.
@@ -96,7 +96,7 @@ class SelfRAGChain(Runnable[Any, dict[str, Any]]):
     Corrective retrieval (off unless given): ``rewrite`` (a chat model or Runnable) rewrites the
     question and retrieves again when no passage is relevant, ``fallback_retriever`` (a retriever,
     vector store or tool such as a web search) is tried next, ``max_retrieval_rounds`` rounds at
-    most; see :mod:`langchain_selfrag.graph.corrective`.
+    most; see :mod:`langchain_selfrag.graph.nodes.corrective`.
     """
 
     def __init__(

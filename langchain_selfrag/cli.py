@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .config import PAPER_SETTINGS, ConfigError, SelfRAGConfig
+from .config_flags import add_config_flags, config_settings
 from .errors import SelfRAGError
 from .quiet import quiet_llama_cpp, silence_third_party
 
@@ -121,19 +122,11 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
-    values = {
-        "mode": args.mode, "k": args.k, "threshold": args.threshold, "long_form": args.long,
-        "beam_width": args.beam_width, "max_segments": args.max_segments, "max_new_tokens": args.max_new_tokens,
-        "hard_constraints": args.hard_constraints, "abstain_isrel": args.abstain_isrel,
-        "abstain_issup": args.abstain_issup, "closed_set": True if args.option else args.closed_set,
-        "w_rel": args.w_rel, "w_sup": args.w_sup, "w_use": args.w_use, "step_budget": args.step_budget,
-        "max_passage_tokens": args.max_passage_tokens, "decoding_guard": args.decoding_guard,
-        "rho": args.rho, "abstain_closed_book": args.abstain_closed_book,
-        "max_retrieval_rounds": args.max_retrieval_rounds,
-    }
-    if args.paper:
-        values = {**PAPER_SETTINGS, **{k: v for k, v in values.items() if v is not None}}
-    return {k: v for k, v in values.items() if v is not None}
+    """The config settings of ``selfrag ask``: its generated flags, ``--option`` and ``--paper``."""
+    values = config_settings(args)
+    if args.option:
+        values["closed_set"] = True
+    return {**PAPER_SETTINGS, **values} if args.paper else values
 
 
 def _store_given(args: argparse.Namespace) -> bool:
@@ -200,49 +193,20 @@ def build_parser() -> argparse.ArgumentParser:
                          help="fail (exit 2, nothing written) if any file cannot be indexed, instead of skipping it")
     p_index.set_defaults(func=cmd_index)
 
-    defaults = SelfRAGConfig()
     p_ask = sub.add_parser("ask", help="answer a question with Self-RAG over the store")
     p_ask.add_argument("question")
     _add_store_flags(p_ask)
     p_ask.add_argument("--model", help="Self-RAG GGUF file, HF model folder or hub id (default: bundled model)")
-    p_ask.add_argument("--mode", choices=["adaptive", "always", "never"], help="retrieval mode (default adaptive)")
-    p_ask.add_argument("--long", action="store_true", default=None, help="long form: segment-level beam search")
     p_ask.add_argument("--json", action="store_true", help="print one JSON object")
     p_ask.add_argument("--verbose", action="store_true",
                        help="let third-party libraries (transformers, llama.cpp) print their bars, warnings and logs")
-    p_ask.add_argument("--k", type=int, help=f"passages per retrieval (default {defaults.k})")
-    p_ask.add_argument("--threshold", type=float, help=f"retrieval threshold delta (default {defaults.threshold})")
-    p_ask.add_argument("--beam-width", type=int, help=f"long-form beam width (default {defaults.beam_width})")
-    p_ask.add_argument("--max-segments", type=int, help=f"long-form depth (default {defaults.max_segments})")
-    p_ask.add_argument("--max-new-tokens", type=int, help=f"tokens per segment (default {defaults.max_new_tokens})")
-    p_ask.add_argument("--max-passage-tokens", type=int,
-                       help="cut longer passages to this many tokens (default: whatever fits the model's context)")
-    p_ask.add_argument("--no-decoding-guard", dest="decoding_guard", action="store_false", default=None,
-                       help="plain greedy decoding: let a segment end before it has any answer text")
-    p_ask.add_argument("--hard-constraints", action="store_true", default=None,
-                       help="drop candidates judged [No support / Contradictory]")
-    p_ask.add_argument("--abstain-isrel", type=float,
-                       help=f"abstain unless a retrieved passage reaches this IsRel (default {defaults.abstain_isrel:g}; 0: off)")
-    p_ask.add_argument("--abstain-issup", type=float,
-                       help=f"abstain when the answer's IsSup is below this (default {defaults.abstain_issup:g}; 0: off)")
-    p_ask.add_argument("--closed-book", dest="abstain_closed_book", action="store_false", default=None,
-                       help="give the model's answer when it chose not to retrieve (default: abstain when a store is there)")
     p_ask.add_argument("--paper", action="store_true",
                        help="the paper's behaviour (SelfRAGConfig.paper()): never abstain on evidence, answer closed-book")
     p_ask.add_argument("--fallback-store", metavar="FOLDER",
                        help="corrective retrieval: when no passage of the store is relevant, retrieve from this store too")
-    p_ask.add_argument("--max-retrieval-rounds", type=int,
-                       help=f"corrective retrieval rounds at most, the first included (default {defaults.max_retrieval_rounds})")
-    p_ask.add_argument("--closed-set", action="store_true", default=None, help="aggregate identical answers")
     p_ask.add_argument("--option", action="append", help="an answer option (repeat; implies --closed-set)")
     p_ask.add_argument("--instruction", help="task instruction put before the question")
-    p_ask.add_argument("--w-rel", type=float)
-    p_ask.add_argument("--w-sup", type=float)
-    p_ask.add_argument("--w-use", type=float)
-    p_ask.add_argument("--step-budget", type=int)
-    p_ask.add_argument("--rho", type=float, metavar="RHO",
-                       help="self-restraint at target accuracy RHO in [0, 1): keep the answer's claims with "
-                            "p(true) > RHO, abstain when none is left; prints each claim and E[U] (default: off)")
+    add_config_flags(p_ask.add_argument_group("Self-RAG settings (SelfRAGConfig fields)"))
     p_ask.set_defaults(func=cmd_ask)
 
     try:

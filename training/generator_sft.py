@@ -1,7 +1,7 @@
 """Generator SFT: the 15 reflection tokens as special tokens, LoRA + trainable token rows.
 
 Completion-only loss: the prompt is not trained, and each ``<paragraph>…</paragraph>`` span is
-masked on its own (see :class:`training.sft.SelfRAGCollator`). Resumable from ``--output-dir``.
+masked on its own (see :class:`training.core.collate.SelfRAGCollator`). Resumable from ``--output-dir``.
 
 Example::
 
@@ -15,8 +15,9 @@ import argparse
 import json
 from collections.abc import Sequence
 
-from .cli_common import add_sft_arguments, config_from_args, parse
-from .sft import TrainingError, train_sft
+from .core.args import add_sft_arguments, config_from_args, parse
+from .core.config import TrainingError
+from .trainers.sft import train_sft
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -30,6 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(json.dumps({"adapter": str(result.adapter_dir), "steps": result.steps, "train_loss": result.train_loss,
                       "seconds": round(result.seconds, 1), "dropped_too_long": result.dropped}, indent=1))
     return 0
+
 
 
 if __name__ == "__main__":

@@ -1,16 +1,17 @@
-"""Command line for ReSearch data (Algorithm 1 of seed 004): ``python -m training.research_data``.
+"""Command line for ReSearch data (Algorithm 1 of seed 004): ``python -m training.research``.
 
 Questions come from a text file of ``Who is X?`` lines (``bio_entities.txt``) or a JSONL file of
 ``{"question", "entity"?, "id"?, "passages"?}`` records; ``--passages`` adds passages line by line
-in the ``bio_retrieved_passages.txt`` format (one line per question, passages separated by
-`` [sep] ``, each ``title // text``). The policy is a reflection model (``--model bundled``, a GGUF
-file or a Hugging Face directory), the claim splitter one claim per sentence, the evaluator
+in the ``bio_retrieved_passages.txt`` format (:mod:`training.restraint.questions`). The policy is a
+reflection model (``--model bundled``, a GGUF file or a Hugging Face directory), the claim splitter
+one claim per sentence, the evaluator
 :class:`~langchain_selfrag.restraint.consistency.IsSupConsistencyScorer` on the same model
 (``--scorer consistency``, the paper's self-evaluation) or
 :class:`~langchain_selfrag.restraint.scoring.IsSupScorer` against each question's passages
 (``--scorer passages``: a retrieval-grounded evaluator, like the paper's oracle; IsRel-weighted over
 the passages, calibrated when a calibration was fitted for the model file). The
-output JSONL is appended record by record; rerunning skips the questions already in it.
+output JSONL is appended record by record; rerunning skips the questions already in it
+(:mod:`training.restraint.algorithm`).
 """
 
 from __future__ import annotations
@@ -19,81 +20,17 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-from langchain_core.documents import Document
-
-from langchain_selfrag.jsonl import iter_jsonl
 from langchain_selfrag.restraint.calibration import calibration_for
-from langchain_selfrag.restraint.claims import SentenceSplitter, guess_entity
+from langchain_selfrag.restraint.claims import SentenceSplitter
 from langchain_selfrag.restraint.consistency import IsSupConsistencyScorer
 from langchain_selfrag.restraint.ranking import rank_samples
 from langchain_selfrag.restraint.scoring import IsSupScorer
 
-from .research_data import Question, ReflectionLMPolicy, ResearchConfig, ResearchRun, run, unique_ids
-
-#: Separates the passages of one line of ``bio_retrieved_passages.txt``.
-PASSAGE_SEP = " [sep] "
-#: Separates a passage's title from its text.
-TITLE_SEP = " // "
-
-
-def parse_passage(raw: str) -> Document | None:
-    """``title // text`` as a Document (title in metadata); a passage without `` // `` is all text."""
-    raw = raw.strip()
-    if not raw:
-        return None
-    title, sep, text = raw.partition(TITLE_SEP)
-    if not sep:
-        title, text = "", raw
-    return Document(page_content=text.strip(), metadata={"title": title.strip()})
-
-
-def parse_passage_line(line: str) -> tuple[Document, ...]:
-    """The passages of one ``bio_retrieved_passages.txt`` line."""
-    return tuple(d for d in (parse_passage(p) for p in line.strip().split(PASSAGE_SEP.strip())) if d is not None)
-
-
-def _passages_field(value: Any) -> tuple[Document, ...]:
-    if isinstance(value, str):
-        return parse_passage_line(value)
-    docs = []
-    for item in value or ():
-        if isinstance(item, str):
-            doc = parse_passage(item)
-        else:
-            doc = Document(page_content=str(item.get("text", "")), metadata={"title": str(item.get("title", ""))})
-        if doc is not None and doc.page_content:
-            docs.append(doc)
-    return tuple(docs)
-
-
-def read_questions(path: str | Path, passages: str | Path | None = None) -> list[Question]:
-    """Questions from a ``Who is X?`` text file or a JSONL file, with passages when given."""
-    path = Path(path)
-    rows: list[dict[str, Any]] = []
-    if path.suffix == ".jsonl":
-        for lineno, rec in iter_jsonl(path):
-            question = str(rec.get("question") or "").strip()
-            entity = str(rec.get("entity") or "").strip() or guess_entity(question)
-            if not entity:
-                raise ValueError(f"{path}:{lineno}: no question or entity")
-            rows.append({"id": rec.get("id"), "question": question or f"Who is {entity}?", "entity": entity,
-                         "passages": _passages_field(rec.get("passages"))})
-    else:
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                rows.append({"id": None, "question": line.strip(), "entity": guess_entity(line), "passages": ()})
-    if passages is not None:
-        lines = [ln for ln in Path(passages).read_text(encoding="utf-8").splitlines() if ln.strip()]
-        if len(lines) != len(rows):
-            raise ValueError(f"{passages} has {len(lines)} passage lines for {len(rows)} questions in {path}")
-        for row, line in zip(rows, lines):
-            row["passages"] = parse_passage_line(line)
-    ids = unique_ids([str(r["id"]) if r["id"] else r["entity"] for r in rows])
-    return [Question(i, r["question"], r["entity"], r["passages"]) for i, r in zip(ids, rows)]
+from .restraint.algorithm import ReflectionLMPolicy, ResearchConfig, ResearchRun, run
+from .restraint.questions import read_questions
 
 
 def load_lm(model: str, threads: int | None = None, n_ctx: int = 4096) -> Any:
@@ -118,7 +55,7 @@ def load_lm(model: str, threads: int | None = None, n_ctx: int = 4096) -> Any:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m training.research_data", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m training.research", description=__doc__.split("\n\n")[0])
     ap.add_argument("--entities", required=True, help="'Who is X?' lines, or JSONL of {question, entity, id, passages}")
     ap.add_argument("--passages", help="one line of ' [sep] '-separated 'title // text' passages per question")
     ap.add_argument("--model", default="bundled", help="'bundled', a GGUF file or a Hugging Face model directory")
@@ -181,6 +118,7 @@ def main(argv: Sequence[str] | None = None, *, lm: Any = None) -> int:
                "best_is_abstention": fmean(abstained) if abstained else None}
     print(json.dumps(summary))
     return 0
+
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""SFT on the best ReSearch sample of each question (seed 004), through ``training.sft.train_sft``.
+"""SFT on the best ReSearch sample of each question (seed 004), through ``training.trainers.sft.train_sft``.
 
 The best sample (highest expected utility; ties: fewer claims, so the abstention wins a tie at 0)
 becomes a ``{prompt, output}`` record: the policy's exact prompt and the sample's raw completion.
@@ -17,33 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
-from pathlib import Path
 
-from .cli_common import config_from_args, parse
-from .dpo import add_research_arguments
-from .qa_data import write_jsonl
-from .research_pairs import ResearchDataError, read_research, selection_rule, sft_records
-from .sft import SFTResult, SFTRunConfig, TrainingError, train_sft
-
-
-def write_sft_data(research_file: str, out_file: Path, rho: float | None, limit: int | None = None) -> int:
-    """Best-sample SFT records of a ReSearch file, as JSONL; returns how many."""
-    return write_jsonl(out_file, sft_records(read_research(research_file, limit), rho))
-
-
-def train_research_sft(cfg: SFTRunConfig, rho: float | None = None, *, callbacks=()) -> SFTResult:
-    """Convert ``cfg.train_file`` (and ``cfg.eval_file``) from ReSearch data, then ``train_sft``."""
-    out = Path(cfg.output_dir)
-    research, research_eval = cfg.train_file, cfg.eval_file
-    cfg.train_file = str(out / "research_sft_train.jsonl")
-    n = write_sft_data(research, Path(cfg.train_file), rho, cfg.limit)
-    rule = selection_rule(read_research(research, cfg.limit))
-    if research_eval:
-        cfg.eval_file = str(out / "research_sft_eval.jsonl")
-        write_sft_data(research_eval, Path(cfg.eval_file), rho)
-    cfg.extra = dict(cfg.extra) | {"method": "research_sft", "research_data": str(research), "questions": n,
-                                   "rho": rho, "selection": rule}
-    return train_sft(cfg, callbacks=callbacks)
+from .core.args import add_research_arguments, config_from_args, parse
+from .core.config import TrainingError
+from .restraint.pairs import ResearchDataError
+from .trainers.sft import train_research_sft
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,6 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(json.dumps({"adapter": str(result.adapter_dir), "steps": result.steps, "train_loss": result.train_loss,
                       "seconds": round(result.seconds, 1), "dropped_too_long": result.dropped}, indent=1))
     return 0
+
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from langchain_selfrag.evaluation.bio_judges import by_entity, counts, load_labelled
+from langchain_selfrag.evaluation.bio.judges.agreement import by_entity, counts, load_labelled
 from langchain_selfrag.restraint.calibration import (
     AGGREGATES,
     Calibration,
@@ -36,7 +36,7 @@ from langchain_selfrag.restraint.calibration import (
 
 def collect(claims_path: str, model: str, out: Path) -> Path:
     """Per-passage IsSup and IsRel of every labelled claim (one scorer call per entity)."""
-    from langchain_selfrag.evaluation.cli import default_model, load_model
+    from langchain_selfrag.evaluation.common.models import default_model, load_model
     from langchain_selfrag.restraint.scoring import IsSupScorer
 
     path = default_model() if model == "bundled" else model

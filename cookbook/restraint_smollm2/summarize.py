@@ -18,10 +18,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cookbook.selfrag_smollm2.model_card import RESTRAINT_PLOT, RESTRAINT_REPORT, RESTRAINT_TRAINED
+from cookbook.selfrag_smollm2.card.restraint import RESTRAINT_PLOT, RESTRAINT_REPORT, RESTRAINT_TRAINED
 from langchain_selfrag.bundled import bundle_dir
-from langchain_selfrag.evaluation.bio_report import PLOT_FILE
-from langchain_selfrag.evaluation.bio_systems import best_sample, load_research
+from langchain_selfrag.evaluation.bio.report import PLOT_FILE
+from langchain_selfrag.evaluation.bio.systems import best_sample, load_research
 
 CARD = bundle_dir()
 

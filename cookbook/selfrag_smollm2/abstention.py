@@ -11,7 +11,7 @@ Three steps, each writing a file (nothing is typed in by hand):
     answerable questions, unanswerable questions about its invented entities and real-world
     questions it holds nothing about. One JSON line per run.
 ``select``
-    Sweeps the bars offline (:func:`langchain_selfrag.evaluation.abstention.sweep`) over the
+    Sweeps the bars offline (:func:`langchain_selfrag.evaluation.qa.abstention.sweep`) over the
     validation lines and picks the defaults (:func:`choose`): the most rejection (noise-only,
     unanswerable invented and real-world questions, on average) while abstention costs answerable
     SQuAD questions at most ``MAX_LOST`` of their right answers and invented answerable questions
@@ -43,12 +43,12 @@ from langchain_core.documents import Document
 from langchain_selfrag import SelfRAGChain, bundled
 from langchain_selfrag.config import SelfRAGConfig
 from langchain_selfrag.errors import SelfRAGError
-from langchain_selfrag.evaluation import abstention as A
-from langchain_selfrag.evaluation.bootstrap import paired_difference, percentile_interval, resample_indices
+from langchain_selfrag.evaluation.common.bootstrap import paired_difference, percentile_interval, resample_indices
+from langchain_selfrag.evaluation.qa import abstention as A
 from langchain_selfrag.lm import load_reflection_lm
-from training.bm25 import BM25Retriever
-from training.qa_data import Passage, QAItem, load_squad
-from training.text import contains_answer
+from training.core.text import contains_answer
+from training.selfrag.bm25 import BM25Retriever
+from training.selfrag.qa_data import Passage, QAItem, load_squad
 
 from .build_data import MAX_PASSAGE_CHARS
 from .evaluate import BM25DocumentRetriever, passage_document

@@ -2,7 +2,7 @@
 
 * SQuAD v2 (dev half) is split by article; only train articles are used here, and the held-out
   article titles are written to ``split.json`` for the evaluation step.
-* Generator data: Algorithm 3 (:mod:`training.generator_data`) with the gold labeller as critic and
+* Generator data: Algorithm 3 (:mod:`training.selfrag.algorithm3`) with the gold labeller as critic and
   BM25 over all SQuAD passages, plus one irrelevant-passage contrast copy per question (its answer
   trained, as in the paper), plus IsSup negatives (another question's answer after the gold
   passage, not trained as text, followed by the trained ``[No support / Contradictory]``).
@@ -25,19 +25,19 @@ from pathlib import Path
 
 from langchain_selfrag import tokens as T
 from langchain_selfrag.prompts import format_evidence
-from training.bm25 import BM25Retriever
-from training.critic_data import build_cases, label_cases, shorten
-from training.generator_data import Algorithm3, SourceExample
-from training.labels import Case, GoldLabeller
-from training.qa_data import (
+from training.core.jsonl import write_jsonl
+from training.core.text import contains_answer
+from training.selfrag.algorithm3 import Algorithm3, SourceExample
+from training.selfrag.bm25 import BM25Retriever
+from training.selfrag.critic_cases import build_cases, label_cases, shorten
+from training.selfrag.labels import Case, GoldLabeller
+from training.selfrag.qa_data import (
     InstructionItem,
     instruction_text,
     load_instructions,
     load_squad,
     split_articles,
-    write_jsonl,
 )
-from training.text import contains_answer
 
 HELDOUT_ARTICLES = 4
 HELDOUT_INSTRUCTIONS = 100
@@ -114,7 +114,7 @@ def phase2_ids_in(paths: Sequence[Path]) -> set[str]:
 
 
 def critic_cases(questions, instructions, retriever, by_id, rng: random.Random, per_aspect: int) -> list[dict]:
-    """Gold-labelled critic examples (see :func:`training.critic_data.build_cases`)."""
+    """Gold-labelled critic examples (see :func:`training.selfrag.critic_cases.build_cases`)."""
     rows, _ = label_cases(build_cases(questions, instructions, retriever, by_id, rng, per_aspect), GoldLabeller())
     return rows
 

@@ -5,14 +5,14 @@ folder (``--bundle``; default: the shipped ``langchain_selfrag/models/selfrag-sm
 the very file ``default_model_path()`` hands to users, or any model file given with ``--model``.
 Retrieval runs over every SQuAD passage: by default BM25 (:class:`BM25DocumentRetriever`);
 ``--retrieval hybrid`` fuses it by reciprocal rank with the embedded Chroma + MiniLM store that
-``selfrag index`` builds (:class:`langchain_selfrag.fusion.FusionRetriever`). Each
+``selfrag index`` builds (:class:`langchain_selfrag.retrieval.fusion.FusionRetriever`). Each
 Document carries ``id``/``title``/``article`` so gold passages are known. Every system reads the
 same retriever (plain RAG takes its first passage).
 
 Headline figures (the model card's acceptance bars), all from ``SelfRAGChain`` outputs and traces
 with the chain's default config (adaptive retrieval, k=5, paper weights):
 
-* answer match (a gold answer string in the normalised answer, ``training.text.contains_answer``),
+* answer match (a gold answer string in the normalised answer, ``training.core.text.contains_answer``),
   and how many answerable questions ended abstained or with an empty answer (nothing left after
   SQuAD normalisation), with the abstain reasons;
 * IsRel ROC AUC over the trace: each retrieved passage's ``isrel``, label 1 for a gold passage
@@ -51,19 +51,20 @@ from langchain_selfrag import SelfRAGChain, bundled, scoring
 from langchain_selfrag import tokens as T
 from langchain_selfrag.config import SelfRAGConfig
 from langchain_selfrag.errors import SelfRAGError
-from langchain_selfrag.evaluation.bootstrap import paired_difference
-from langchain_selfrag.evaluation.metrics import normalize_answer
+from langchain_selfrag.evaluation.common.bootstrap import paired_difference
+from langchain_selfrag.evaluation.qa.metrics import normalize_answer
 from langchain_selfrag.lm import load_reflection_lm
 from langchain_selfrag.prompts import build_instruction, format_prompt, with_evidence
 from langchain_selfrag.retrieval import with_k
-from training.bm25 import BM25Retriever
-from training.labels import Case, GoldLabeller
-from training.metrics import accuracy, bootstrap_auc_interval, roc_auc
-from training.qa_data import Passage, QAItem, instruction_text, load_instructions, load_squad
-from training.text import contains_answer
+from training.core.metrics import accuracy, bootstrap_auc_interval, roc_auc
+from training.core.text import contains_answer
+from training.selfrag.bm25 import BM25Retriever
+from training.selfrag.labels import Case, GoldLabeller
+from training.selfrag.qa_data import Passage, QAItem, instruction_text, load_instructions, load_squad
 
 from .build_data import MAX_PASSAGE_CHARS
-from .model_card import file_sha256
+from .card.figures import acceptance
+from .card.io import file_sha256
 
 #: Schema tag of the report this module writes (``eval.json``).
 EVAL_SCHEMA = "selfrag-smollm2-eval/chain-1"
@@ -78,7 +79,7 @@ def passage_document(p: Passage) -> Document:
 
 
 class BM25DocumentRetriever(BaseRetriever):
-    """``training.bm25.BM25Retriever`` as a LangChain retriever (``k`` is set per call by the chain)."""
+    """``training.selfrag.bm25.BM25Retriever`` as a LangChain retriever (``k`` is set per call by the chain)."""
 
     bm25: Any
     k: int = 5
@@ -96,10 +97,10 @@ RETRIEVALS = ("bm25", "hybrid")
 
 def dense_store(passages: Sequence[Passage], directory: Path) -> Any:
     """The MiniLM Chroma store of ``passages`` that ``selfrag eval`` pools (built once under ``directory``)."""
-    from langchain_selfrag.evaluation import loaders
-    from langchain_selfrag.evaluation.retrieval import default_embeddings, pooled_store
+    from langchain_selfrag.evaluation.qa.data import Passage
+    from langchain_selfrag.evaluation.qa.retrieval import default_embeddings, pooled_store
 
-    return pooled_store([loaders.Passage(p.title, p.text, p.id) for p in passages], directory, default_embeddings())
+    return pooled_store([Passage(p.title, p.text, p.id) for p in passages], directory, default_embeddings())
 
 
 def build_retriever(kind: str, bm25: Any, passages: Sequence[Passage], store_dir: Path) -> BaseRetriever:
@@ -110,7 +111,7 @@ def build_retriever(kind: str, bm25: Any, passages: Sequence[Passage], store_dir
         return lexical
     if kind != "hybrid":
         raise ValueError(f"unknown retrieval {kind!r}: choose one of {RETRIEVALS}")
-    from langchain_selfrag.fusion import FusionRetriever
+    from langchain_selfrag.retrieval.fusion import FusionRetriever
 
     return FusionRetriever(sources=[lexical, dense_store(passages, store_dir).as_retriever()])
 
@@ -223,7 +224,7 @@ def issup_label(text: str, passage: Passage, answers: Sequence[str]) -> str | No
 
     ``[Fully supported]``: some gold answer occurs (whole words, normalised) both in ``text`` and in
     the passage text. ``[No support / Contradictory]``: otherwise, when the training data's gold
-    labeller (:class:`training.labels.GoldLabeller`) finds the answer's content missing from the
+    labeller (:class:`training.selfrag.labels.GoldLabeller`) finds the answer's content missing from the
     passage, i.e. fewer than half of the answer's normalised words occur in the passage title+text.
     Anything else (an empty answer, a wrong answer copied from the passage, partial overlap) gets no
     label (None) and is left out of the agreement.
@@ -394,7 +395,7 @@ def _slim(q: QAItem, out: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def main(argv=None) -> int:
-    from langchain_selfrag.smollm2 import smollm2_gguf_path
+    from langchain_selfrag.bundled.smollm2 import smollm2_gguf_path
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", help="a model file to evaluate instead of a bundle (GGUF or HF dir)")
@@ -483,8 +484,6 @@ def main(argv=None) -> int:
     out_path.write_text(json.dumps(report, indent=1))
     predictions = out_path.with_name(out_path.stem + "_predictions.jsonl")
     predictions.write_text("".join(json.dumps(_slim(q, o), ensure_ascii=False, default=str) + "\n" for q, o in zip(questions, adaptive)))
-    from .model_card import acceptance
-
     print(json.dumps({k: v for k, v in report.items() if k != "examples"}, indent=1))
     for bar in acceptance(report):
         print(f"{bar['label']}: {bar['shown']} (bar {bar['bar']}) -> {bar['status']}", file=sys.stderr)

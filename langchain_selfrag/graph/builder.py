@@ -1,4 +1,5 @@
-"""Assemble the Self-RAG ``StateGraph`` from the nodes in :mod:`langchain_selfrag.graph.nodes`.
+"""Assemble the Self-RAG ``StateGraph`` from the nodes in :mod:`langchain_selfrag.graph.nodes` and the
+routers in :mod:`langchain_selfrag.graph.routes`.
 
 ::
 
@@ -9,10 +10,11 @@
                                                                   \\-(rho set?)-> restrain -> END
                                                                   \\-> END
 
-``correct`` (:mod:`langchain_selfrag.graph.corrective`) runs only when the context has a rewriter
-or a fallback retriever: it rewrites the question or asks the fallback, ``max_retrieval_rounds``
-rounds at most. ``restrain`` (:mod:`langchain_selfrag.restraint`) keeps the claims of the answer that are likely
-enough at the target accuracy ``rho``, or abstains; without ``rho`` the graph ends after ``select``.
+``correct`` (:mod:`langchain_selfrag.graph.nodes.corrective`) runs only when the context has a
+rewriter or a fallback retriever: it rewrites the question or asks the fallback,
+``max_retrieval_rounds`` rounds at most. ``restrain`` (:mod:`langchain_selfrag.graph.nodes.restrain`)
+keeps the claims of the answer that are likely enough at the target accuracy ``rho``, or abstains;
+without ``rho`` the graph ends after ``select``.
 
 The compiled graph takes :class:`InputState`, returns :class:`OutputState`, reads its knobs from
 the run-time context (:class:`SelfRAGContext`) and works as a subgraph of a larger graph. Run it
@@ -25,8 +27,18 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
-from . import nodes as N
 from .context import SelfRAGContext
+from .nodes.abstain import abstain
+from .nodes.corrective import correct
+from .nodes.critique import grade_relevance, grade_support, grade_utility
+from .nodes.decide import decide_retrieval
+from .nodes.generate import generate
+from .nodes.prepare import prepare
+from .nodes.rank import rank
+from .nodes.restrain import restrain
+from .nodes.retrieve import retrieve_node
+from .nodes.select import select
+from .routes import route_after_correct, route_after_decision, route_after_rank, route_after_select
 from .state import InputState, OutputState, SelfRAGState
 
 
@@ -36,32 +48,28 @@ def build_graph(context_schema: type = SelfRAGContext) -> StateGraph:
     ``context_schema``: :class:`SelfRAGContext` (Python objects) or ``ServerContext`` (JSON, for a
     LangGraph server); the nodes accept either at run time.
     """
-    # Imported here: langchain_selfrag.restraint imports this package.
-    from ..restraint.node import restrain, route_after_select
-    from .corrective import correct, route_after_correct
-
     g = StateGraph(SelfRAGState, context_schema=context_schema, input_schema=InputState, output_schema=OutputState)
-    g.add_node("prepare", N.prepare)
-    g.add_node("decide_retrieval", N.decide_retrieval)
-    g.add_node("retrieve", N.retrieve_node)  # sync and async (N.aretrieve) variants
-    g.add_node("generate", N.generate)
-    g.add_node("grade_relevance", N.grade_relevance)
-    g.add_node("grade_support", N.grade_support)
-    g.add_node("grade_utility", N.grade_utility)
-    g.add_node("rank", N.rank)
+    g.add_node("prepare", prepare)
+    g.add_node("decide_retrieval", decide_retrieval)
+    g.add_node("retrieve", retrieve_node)  # sync and async (aretrieve) variants
+    g.add_node("generate", generate)
+    g.add_node("grade_relevance", grade_relevance)
+    g.add_node("grade_support", grade_support)
+    g.add_node("grade_utility", grade_utility)
+    g.add_node("rank", rank)
     g.add_node("correct", correct)
-    g.add_node("select", N.select)
-    g.add_node("abstain", N.abstain)
+    g.add_node("select", select)
+    g.add_node("abstain", abstain)
     g.add_node("restrain", restrain)
     g.add_edge(START, "prepare")
     g.add_edge("prepare", "decide_retrieval")
-    g.add_conditional_edges("decide_retrieval", N.route_after_decision, ["retrieve", "generate"])
+    g.add_conditional_edges("decide_retrieval", route_after_decision, ["retrieve", "generate"])
     g.add_edge("retrieve", "generate")
     g.add_edge("generate", "grade_relevance")
     g.add_edge("grade_relevance", "grade_support")
     g.add_edge("grade_support", "grade_utility")
     g.add_edge("grade_utility", "rank")
-    g.add_conditional_edges("rank", N.route_after_rank, ["decide_retrieval", "correct", "select"])
+    g.add_conditional_edges("rank", route_after_rank, ["decide_retrieval", "correct", "select"])
     g.add_conditional_edges("correct", route_after_correct, ["generate", "correct", "select"])
     g.add_conditional_edges("select", route_after_select,
                             {"abstain": "abstain", "restrain": "restrain", "__end__": END})

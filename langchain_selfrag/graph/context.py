@@ -33,7 +33,7 @@ class SelfRAGContext:
     claim_splitter, claim_scorer: how the ``restrain`` node (``config.rho`` set) splits an answer
     into claims and scores them (``langchain_selfrag.restraint`` ClaimSplitter / ClaimScorer);
     None: a ``SentenceSplitter`` and an ``IsSupScorer`` over ``lm``.
-    rewrite, fallback_retriever: corrective retrieval (:mod:`langchain_selfrag.graph.corrective`),
+    rewrite, fallback_retriever: corrective retrieval (:mod:`langchain_selfrag.graph.nodes.corrective`),
     off while both are None. ``rewrite``: a LangChain chat model, LLM or Runnable that rewrites the
     question when no retrieved passage is relevant; the rewritten query goes to ``retriever``.
     ``fallback_retriever``: a retriever, vector store, tool (e.g. a web search) or callable tried
@@ -145,7 +145,7 @@ def default_model_path() -> str:
         path = None
     if path is not None:
         return str(path)
-    from ..smollm2 import smollm2_gguf_path
+    from ..bundled.smollm2 import smollm2_gguf_path
 
     path = smollm2_gguf_path()
     if path is None:

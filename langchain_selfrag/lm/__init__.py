@@ -1,4 +1,13 @@
-"""Reflection-token model backends behind one protocol, and ``load_reflection_lm``."""
+"""Reflection-token model backends behind one protocol, and ``load_reflection_lm``.
+
+* :mod:`.protocol`: the :class:`ReflectionLM` protocol, its results and errors;
+* :mod:`.base`: :class:`ReflectionLMBase`, the logic every backend shares, with
+  :mod:`.sampling` (sampled decoding), :mod:`.streaming` (streamed answer text) and
+  :mod:`.stopping` (stop rules);
+* the backends: :mod:`.llamacpp` (GGUF on llama.cpp), :mod:`.transformers_lm` (Hugging Face
+  transformers) and :mod:`.remote` (an OpenAI-compatible completions server);
+* :mod:`.scheduler`: one batching scheduler per loaded model.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +15,8 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from .base import Generation, ReflectionLM, ReflectionLMBase, ReflectionLMError, ReflectionPoint
+from .base import ReflectionLMBase
+from .protocol import Generation, ReflectionLM, ReflectionLMError, ReflectionPoint
 
 Backend = Literal["auto", "llamacpp", "transformers", "openai"]
 
@@ -54,7 +64,7 @@ def load_reflection_lm(path_or_id: str | os.PathLike, backend: Backend = "auto",
     if chosen == "openai":
         if not is_url(path_or_id):
             raise ReflectionLMError(f"backend 'openai' needs an http(s):// URL, not {str(path_or_id)!r}")
-        from .remote_lm import RemoteReflectionLM
+        from .remote import RemoteReflectionLM
 
         return RemoteReflectionLM(str(path_or_id), **options)
     path = Path(path_or_id)
@@ -62,7 +72,7 @@ def load_reflection_lm(path_or_id: str | os.PathLike, backend: Backend = "auto",
     if looks_local and not path.expanduser().exists():
         raise ReflectionLMError(f"model path does not exist: {path_or_id}")
     if chosen == "llamacpp":
-        from .llamacpp_lm import LlamaCppReflectionLM
+        from .llamacpp import LlamaCppReflectionLM
 
         if path.is_dir():
             ggufs = sorted(path.glob("*.gguf"))

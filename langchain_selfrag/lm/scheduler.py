@@ -29,7 +29,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from .base import ReflectionLMError
+from .protocol import ReflectionLMError, guard_flags
 
 __all__ = ["BatchScheduler", "SchedulerError", "SchedulerLimits", "scheduler_for", "supported_options", "unwrap"]
 
@@ -138,17 +138,8 @@ def unwrap(lm: Any) -> Any:
     return lm.lm if isinstance(lm, BatchScheduler) else lm
 
 
-def _guard_flags(guard: bool | Sequence[bool], n: int) -> list[bool]:
-    if isinstance(guard, bool):
-        return [guard] * n
-    flags = [bool(g) for g in guard]
-    if len(flags) != n:
-        raise ReflectionLMError(f"guard has {len(flags)} flags for {n} prompts")
-    return flags
-
-
 class BatchScheduler:
-    """A :class:`~langchain_selfrag.lm.base.ReflectionLM` that batches concurrent calls to ``lm``.
+    """A :class:`~langchain_selfrag.lm.protocol.ReflectionLM` that batches concurrent calls to ``lm``.
 
     Attributes it does not define (``has_reflection_vocab``, ``context_length``, ``tokenize``, ...)
     are the wrapped model's. ``calls`` counts backend calls, ``merged`` the requests they served.
@@ -203,7 +194,8 @@ class BatchScheduler:
         """Queue one request; its future holds the backend's result for exactly these prompts."""
         prompts = list(prompts)
         options = dict(options)
-        guards = _guard_flags(options.pop("guard", False), len(prompts)) if method == "generate" else None
+        guards = (guard_flags(options.pop("guard", False), len(prompts), ReflectionLMError)
+                  if method == "generate" else None)
         callback = options.pop("on_token", None)
         if options.get("temperature"):  # sampled streams depend on the prompt's index: never merge
             options["_unshared"] = object()

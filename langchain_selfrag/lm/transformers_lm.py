@@ -10,7 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .base import ReflectionLMBase, ReflectionLMError, stop_hooks
+from .base import ReflectionLMBase
+from .protocol import ReflectionLMError
+from .stopping import stop_hooks
 
 
 class TransformersReflectionLM(ReflectionLMBase):
@@ -20,7 +22,7 @@ class TransformersReflectionLM(ReflectionLMBase):
     ``batch_size``). Only the logits that are needed are computed: the last position while
     decoding, the candidate positions when scoring continuations. Sampling
     (``generate(temperature=...)``) draws each row's token from its last logits with that prompt's
-    seeded numpy stream (:class:`~langchain_selfrag.lm.base.TokenSampler`, the sampler every
+    seeded numpy stream (:class:`~langchain_selfrag.lm.sampling.TokenSampler`, the sampler every
     backend shares), so samples do not depend on the batch a prompt lands in nor on the device's RNG.
 
     ``tokenize`` and ``decode`` may be called from any thread beside a running model call. A fast

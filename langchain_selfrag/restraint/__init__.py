@@ -8,13 +8,13 @@
 * :mod:`.ranking`: how ReSearch and the search baseline rank samples (pure);
 * :mod:`.rewrite`: the kept claims as text (P_rewrite, or whole sentences);
 * :mod:`.consistency`: self-consistency (P_eval, or read by the reflection model's IsSup head);
-* :mod:`.node`: the ``restrain`` graph node (knob ``rho`` of ``SelfRAGConfig``), imported on first
-  use so that the pure parts load without LangGraph.
+* :mod:`.answer`: one answer restrained: its claims kept at ``rho``, or an abstention.
+
+Nothing here needs LangGraph: the ``restrain`` graph node (knob ``rho`` of ``SelfRAGConfig``) is
+:mod:`langchain_selfrag.graph.nodes.restrain`.
 """
 
-from importlib import import_module
-from typing import Any
-
+from .answer import REASON_PREFIX, RestraintResult, restrain_answer, split_answer
 from .claims import (
     ClaimSplitter,
     LLMClaimSplitter,
@@ -51,10 +51,6 @@ from .utility import (
     utility,
 )
 
-#: Names of :mod:`.node`, loaded on first access.
-_NODE_NAMES = ("REASON_PREFIX", "RestraintResult", "evidence_for", "restrain", "restrain_answer",
-               "route_after_select", "split_answer")
-
 __all__ = [
     "ABSTENTION",
     "P_EVAL",
@@ -77,7 +73,6 @@ __all__ = [
     "SentenceSplitter",
     "check_rho",
     "claim_records",
-    "evidence_for",
     "expected_utility",
     "format_facts",
     "format_sources",
@@ -90,9 +85,7 @@ __all__ = [
     "name_the_subject",
     "parse_claims",
     "parse_probability",
-    "restrain",
     "restrain_answer",
-    "route_after_select",
     "sentence_pool",
     "split_answer",
     "split_sentences",
@@ -102,8 +95,3 @@ __all__ = [
     "without_own",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _NODE_NAMES:
-        return getattr(import_module(".node", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

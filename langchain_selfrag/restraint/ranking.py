@@ -9,7 +9,7 @@
   then sample order.
 
 A sample is a mapping with ``claims`` (``[{"text", "p", ...}]``), ``expected_utility`` and
-optionally ``abstain``, as :mod:`training.research_data` writes them.
+optionally ``abstain``, as :mod:`training.restraint.algorithm` writes them.
 """
 
 from __future__ import annotations

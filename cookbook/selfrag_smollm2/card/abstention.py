@@ -1,0 +1,119 @@
+"""The abstention section: the validated default bars and the held-out figures at them
+(``cookbook/selfrag_smollm2/abstention.py select`` / ``report``), when shipped."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .cells import fmt
+from .figures import OPS
+from .io import FULL_EVAL, read_json
+
+#: Written by ``cookbook/selfrag_smollm2/abstention.py``: the validated default bars, the held-out
+#: figures at them (with the noise-only run) and the sweep's plot.
+ABSTENTION_THRESHOLDS = "abstention_thresholds.json"
+ABSTENTION_EVAL = "abstention_eval.json"
+ABSTENTION_PLOT = "abstention_tradeoff.png"
+
+
+#: Acceptance bars of abstention by default (issue 25), judged on ``abstention_eval.json``'s defaults.
+ABSTENTION_BARS = (("answer match", "match", ">=", 0.53),
+                   ("abstained or empty on answerable questions", "abstained_or_empty", "<=", 0.03),
+                   ("negative rejection", "negative_rejection", ">=", 0.95))
+
+
+def _rate_cell(row: Mapping[str, Any] | None, key: str) -> str:
+    if not row or row.get(key) is None:
+        return "-"
+    count = row.get("abstained") if key == "abstain_rate" else None
+    return f"{fmt(row[key])}" + (f" ({count}/{row['n']})" if count is not None else "")
+
+
+def _difference(diff: Mapping[str, Any] | None) -> str:
+    """`` (defaults − paper -0.009, 95% CI …)`` from a paired difference, else nothing."""
+    if not diff or diff.get("value") is None:
+        return ""
+    ci = diff.get("ci95")
+    return f" (defaults − paper {diff['value']:+.3f}" + (f", 95% CI {ci[0]:+.3f} to {ci[1]:+.3f})" if ci else ")")
+
+
+def abstention_section(folder: Path) -> list[str]:
+    """Abstention when the evidence is absent: the validated bars and the held-out figures at them
+    (``abstention.py select`` / ``report``), when shipped."""
+    chosen = read_json(folder, ABSTENTION_THRESHOLDS)
+    if not chosen:
+        return []
+    at = chosen.get("at_choice") or {}
+    alt = chosen.get("alternative") or {}
+    names = {"squad": "SQuAD validation, answerable", "squad_noise": "same questions, noise-only passages",
+             "invented_answerable": "invented corpus, answerable", "invented_unanswerable": "invented corpus, "
+             "unanswerable (its own entities)", "real_world": "real-world questions vs the invented corpus"}
+    lines = [
+        "## Abstention when the documents lack the answer",
+        "",
+        (f"Defaults `abstain_isrel={chosen['abstain_isrel']:g}`, `abstain_issup={chosen['abstain_issup']:g}`, "
+         f"`abstain_closed_book={chosen['abstain_closed_book']}` (`SelfRAGConfig.paper()` turns all three off), "
+         f"chosen on validation data by `cookbook/selfrag_smollm2/abstention.py select` ({ABSTENTION_THRESHOLDS}): "
+         f"{chosen['rule']}."),
+        "",
+        "| validation set | n | abstained | match |",
+        "|---|---|---|---|",
+    ]
+    for key, label in names.items():
+        row = at.get(key)
+        if row:
+            lines.append(f"| {label} | {row['n']} | {_rate_cell(row, 'abstain_rate')} | {_rate_cell(row, 'match')} |")
+    if alt:
+        lines += ["", (f"Alternative ({alt['rule']}): `abstain_isrel={alt['abstain_isrel']:g}`, "
+                       f"`abstain_issup={alt['abstain_issup']:g}`: abstained on "
+                       + ", ".join(f"{names[k]} {fmt((alt.get(k) or {}).get('abstain_rate'))}" for k in names if alt.get(k))
+                       + ".")]
+    closed = chosen.get("closed_book") or {}
+    popqa = chosen.get("closed_book_popqa")
+    if closed:
+        lines += ["", "Adaptive mode skipped retrieval (a closed-book answer) on: " + ", ".join(
+            f"{names.get(k, k)} {v['skipped_retrieval']}/{v['n']}" for k, v in closed.items())
+            + (f"; PopQA questions {popqa['skipped_retrieval']}/{popqa['n']} (lowest p(Retrieval) "
+               f"{popqa['min_retrieve_probability']:.3f}, threshold {popqa['threshold']:g})" if popqa else "") + "."]
+    ev = read_json(folder, ABSTENTION_EVAL)
+    if ev:
+        d, p = ev["defaults"], ev["paper"]
+        lines += [
+            "",
+            f"Held-out articles (`{ABSTENTION_EVAL}`: {ev['n']} answerable questions, {ev['sample']}; {ev['how']}):",
+            "",
+            "| through the chain | defaults | paper preset |",
+            "|---|---|---|",
+            (f"| answer match | {fmt(d['match'])} [{fmt(d['match_ci95'][0])}, {fmt(d['match_ci95'][1])}] | {fmt(p['match'])}"
+             f"{_difference(ev.get('defaults_vs_paper_match'))} |"),
+            (f"| abstained or empty, answerable | {fmt(d['abstained_or_empty'])} [{fmt(d['abstained_or_empty_ci95'][0])}, "
+             f"{fmt(d['abstained_or_empty_ci95'][1])}] | {fmt(p.get('abstained_or_empty'))} |"),
+            (f"| negative rejection (noise-only passages) | {fmt(d['negative_rejection'])} "
+             f"[{fmt(d['negative_rejection_ci95'][0])}, {fmt(d['negative_rejection_ci95'][1])}] | {fmt(p['negative_rejection'])} |"),
+            "",
+            (f"Of the {d['abstained']} abstentions on answerable questions, {d['abstained_right_answers']} replaced a "
+             f"right answer and {d['abstained_wrong_answers']} a wrong one."
+             + (f" The alternative bars (`abstain_isrel={ev['alternative']['abstain_isrel']:g}`, "
+                f"`abstain_issup={ev['alternative']['abstain_issup']:g}`) give match {fmt(ev['alternative']['match'])}, "
+                f"abstained {fmt(ev['alternative']['abstained'])}, negative rejection "
+                f"{fmt(ev['alternative']['negative_rejection'])}." if ev.get("alternative") else "")),
+            "",
+        ]
+        whole = read_json(folder, FULL_EVAL).get("chain") or {}
+        full = whole.get("match")
+        diff = ev.get("defaults_vs_paper_match") or {}
+        if full is not None and diff.get("value") is not None and ev["n"] < (whole.get("n") or 0):
+            lines += [(f"The sample is easier than the whole held-out set (paper preset {fmt(p['match'])} here, "
+                       f"{fmt(full)} on all answerable questions in `{FULL_EVAL}`); with the paired difference above, "
+                       f"the defaults' match on all of them is about {fmt(full + diff['value'])}."), ""]
+        lines += ["| bar (defaults, held-out) | measured | bar | status |", "|---|---|---|---|"]
+        for label, key, op, limit in ABSTENTION_BARS:
+            value = d[key]
+            met = OPS[op](value, limit)
+            lines.append(f"| {label} | {fmt(value)} | {op} {limit:g} | {'met' if met else '**missed**'} |")
+        lines.append("")
+        if (folder / ABSTENTION_PLOT).is_file():
+            lines += [f"![abstention trade-off]({ABSTENTION_PLOT})", ""]
+    return [*lines, ""]

@@ -1,0 +1,35 @@
+"""The files of a model folder: JSON reports read leniently, and the digests ``versions.json`` keeps."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+#: The same chain evaluation on every answerable question of the held-out articles (no closed-book run).
+FULL_EVAL = "eval_full.json"
+
+
+def quant_report(quant: str) -> str:
+    """File name of the full held-out evaluation of the adapter built in ``quant``."""
+    return f"eval_full_{quant}.json"
+
+
+def read_json(folder: Path, name: str) -> dict:
+    """``folder/name`` as JSON, or an empty dict when the file is absent."""
+    path = Path(folder) / name
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file, read in 1 MiB blocks (model files are large)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_digest(path: Path) -> str:
+    """The short digest a ``versions.json`` row keeps of an artefact."""
+    return file_sha256(path)[:16]

@@ -1,0 +1,101 @@
+"""The self-restraint section (seed 004): the ``selfrag eval bio`` report of
+``cookbook/restraint_smollm2``, copied into the model folder, and what that recipe ran."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .io import read_json
+from .versions import load_versions
+
+#: The `selfrag eval bio` report of the restraint recipe (cookbook/restraint_smollm2), copied here.
+RESTRAINT_REPORT = "restraint_eval.json"
+#: Its trade-off plot (abstention vs accuracy across rho*, utility vs rho*), copied here.
+RESTRAINT_PLOT = "restraint_tradeoff.png"
+
+
+#: The trained restraint models the recipe can make (each a ``training.<name>`` output folder).
+RESTRAINT_TRAINED = ("dpo", "sft", "rloo")
+
+
+def restraint_section(folder: Path, rows: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
+    """The self-restraint experiment (seed 004), from its ``selfrag eval bio`` report when present."""
+    report = read_json(folder, RESTRAINT_REPORT)
+    if not report.get("systems"):
+        return []
+    from langchain_selfrag.evaluation.bio.judges.agreement import agreement_table
+    from langchain_selfrag.evaluation.bio.report import comparison_table, markdown_table
+
+    run = report.get("run") or {}
+    rhos = run.get("utility_rhos", [])
+    if rows is None:
+        rows, _ = load_versions(folder)
+    note = " ".join(t for t in (recipe_text(report.get("recipe") or {}, rows),
+                                retrieval_text(report["systems"])) if t) or None
+    return [
+        "## Self-restraint (seed 004): ReSearch, SFT/DPO/RLOO, `selfrag eval bio`",
+        "",
+        ("`cookbook/restraint_smollm2/run.sh`; held-out entities of the fixed split and invented people; "
+         "value [bootstrap 95% interval]. U(ρ\\*) is the mean utility per question (abstention = 0)."),
+        *([note, ""] if note else [""]),
+        "Held-out real people:",
+        "",
+        *markdown_table(report["systems"], "entities", rhos, True),
+        "",
+        "Invented people (every claim is false; the right answer is to abstain):",
+        "",
+        *markdown_table(report["systems"], "invented", rhos, False),
+        "",
+        *(["Paired differences on the held-out people (same questions, bootstrap 95% interval):", "",
+           *comparison_table(report["comparisons"], rhos), ""] if report.get("comparisons") else []),
+        f"Judge: {run.get('judge_description', '?')}. " + " ".join(report.get("caveats") or []),
+        "",
+        *(["Agreement of each judge with hand-labelled claims about the bio entities:", "",
+           *agreement_table(report["judge_agreement"]), ""] if report.get("judge_agreement") else []),
+        *([f"![restraint trade-off]({RESTRAINT_PLOT})", ""] if (folder / RESTRAINT_PLOT).is_file() else []),
+    ]
+
+
+def build_of_model_file(name: str | None, rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """The build whose evaluated GGUF file is ``name`` (the file name carries the adapter's hash)."""
+    return next((str(r.get("build")) for r in rows if name and (r.get("figures") or {}).get("model_file") == name), None)
+
+
+def recipe_text(recipe: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] = ()) -> str | None:
+    """One paragraph on what the restraint recipe ran, from the ``recipe`` block of its summary."""
+    if not recipe:
+        return None
+    build = build_of_model_file(recipe.get("policy_model_file"), rows)
+    parts = [f"Measured with build **{build}** as the policy, the training start and the judge." if build else
+             f"Measured with `{recipe.get('policy_model_file')}` as the policy, the training start and the judge."]
+    for key, label in (("research", "ReSearch data"), ("research_eval", "ReSearch inference (`research`)")):
+        r = recipe.get(key)
+        if r:
+            parts.append(f"{label}: {r['questions']} entities, {r['iterations']} iterations, "
+                         f"{r['samples_per_question']:g} samples per entity with the abstention "
+                         f"(method {r.get('method')}, ρ\\* = {r.get('rho')}); the abstention was the best sample "
+                         f"for {r['abstention_best']}.")
+    trained = recipe.get("training") or {}
+    for name, t in trained.items():
+        beta = f", β {t['beta']:g}" if t.get("beta") is not None else ""
+        parts.append(f"{name.upper()}: {t['steps']} steps × {t['batch']}, lr {t['learning_rate']:g}{beta}, "
+                     f"{t['minutes']:g} min.")
+    missing = [n.upper() for n in RESTRAINT_TRAINED if n not in trained]
+    if missing:
+        parts.append(f"Not trained in this run: {', '.join(missing)}.")
+    return " ".join(parts)
+
+
+def retrieval_text(systems: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """How often the Self-RAG systems chose to retrieve (``retrieved_share`` of the report)."""
+    shares = {name: e.get("retrieved_share") for name, e in systems.items() if name.startswith("selfrag")}
+    shares = {name: v for name, v in shares.items() if v is not None}
+    if not shares:
+        return None
+    described = systems.get("selfrag", {}).get("description") or "Self-RAG"
+    low, high = min(shares.values()), max(shares.values())
+    span = f"{low:.0%}" if low == high else f"{low:.0%} to {high:.0%}"
+    return (f"The Self-RAG systems ({described}) chose to retrieve for {span} of the questions; "
+            "`restrain` judges the claims against the passages the answer used, else the entity's given passages.")

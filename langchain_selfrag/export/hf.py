@@ -1,0 +1,129 @@
+"""Load a Hugging Face causal LM and give it the 15 reflection tokens (the ``transformers`` extra).
+
+* :func:`load_base` loads any causal LM: a Hugging Face directory or hub id, or a GGUF file
+  (de-quantised to a plain fp32 model);
+* :func:`add_reflection_tokens` adds the 15 tokens as additional special tokens, resizes the
+  embeddings and initialises each new row from the mean of the rows of the token's text pieces;
+* :func:`reflection_token_ids` looks their ids up (each must be a single token).
+
+Used by the bundled-model build and by the training recipes (``training.core.adapters`` uses them).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from .. import tokens as T
+from ..errors import SelfRAGError
+
+
+class ModelSetupError(SelfRAGError, RuntimeError):
+    """A causal LM, its tokenizer or a training run could not be set up.
+
+    ``training.core.config.TrainingError`` is this class, so the recipes catch it too.
+    """
+
+
+def load_base(model: str | os.PathLike, *, dtype: Any = None):
+    """``(model, tokenizer)`` for a HF directory / hub id, or a ``.gguf`` file (de-quantised fp32).
+
+    A model loaded from GGUF is rebuilt as a plain model from its config and state dict, so that
+    ``save_pretrained`` writes ordinary safetensors and no GGUF quantisation config.
+    """
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    path = Path(model)
+    try:
+        if path.suffix == ".gguf":
+            if not path.is_file():
+                raise ModelSetupError(f"GGUF file not found: {path}")
+            kwargs = {"gguf_file": path.name}
+            tokenizer = AutoTokenizer.from_pretrained(str(path.parent), **kwargs)
+            loaded = AutoModelForCausalLM.from_pretrained(str(path.parent), dtype=torch.float32, **kwargs)
+            config = AutoConfig.from_pretrained(str(path.parent), **kwargs)
+            for key in ("quantization_config", "_name_or_path"):
+                if hasattr(config, key):
+                    try:
+                        delattr(config, key)
+                    except AttributeError:
+                        pass
+            config.dtype = "float32"
+            plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+            missing, unexpected = plain.load_state_dict(loaded.state_dict(), strict=False)
+            missing = [m for m in missing if not m.endswith("lm_head.weight")]
+            if missing or unexpected:
+                raise ModelSetupError(
+                    f"rebuilding {path.name} as a plain model failed: missing={missing} unexpected={unexpected}"
+                )
+            if getattr(plain.config, "tie_word_embeddings", False):
+                plain.tie_weights()
+            del loaded
+            net = plain
+        else:
+            local = path.exists()
+            tokenizer = AutoTokenizer.from_pretrained(str(model), local_files_only=local)
+            net = AutoModelForCausalLM.from_pretrained(str(model), dtype=dtype or torch.float32, local_files_only=local)
+    except (OSError, ValueError) as exc:
+        raise ModelSetupError(f"could not load a causal LM from {model}: {exc}") from exc
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return net, tokenizer
+
+
+def reflection_token_ids(tokenizer) -> dict[str, int]:
+    """Id of each reflection token; raises if one is not a single token."""
+    ids = {}
+    for tok in T.REFLECTION_TOKENS:
+        seq = tokenizer(tok, add_special_tokens=False)["input_ids"]
+        if len(seq) != 1:
+            raise ModelSetupError(f"{tok!r} is not a single token (ids {seq}); call add_reflection_tokens first")
+        ids[tok] = seq[0]
+    return ids
+
+
+def add_reflection_tokens(model, tokenizer) -> dict[str, int]:
+    """Add the 15 reflection tokens as additional special tokens and resize the embeddings.
+
+    Tokens already present are kept. New embedding (and untied output) rows start from the mean of
+    the rows of the pieces the token text split into before, a better start than random rows.
+    Returns the id of every reflection token.
+    """
+    import torch
+
+    pieces = {tok: tokenizer(tok, add_special_tokens=False)["input_ids"] for tok in T.REFLECTION_TOKENS}
+    existing = set(tokenizer.get_vocab())
+    new = [tok for tok in T.REFLECTION_TOKENS if tok not in existing]
+    if new:
+        specials = {"additional_special_tokens": new}
+        if _accepts_replace(tokenizer):  # keep the tokenizer's own extra special tokens
+            tokenizer.add_special_tokens(specials, replace_extra_special_tokens=False)
+        else:
+            tokenizer.add_special_tokens(specials)
+    ids = reflection_token_ids(tokenizer)
+    old_rows = model.get_input_embeddings().weight.shape[0]
+    if len(tokenizer) > old_rows:
+        model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+    with torch.no_grad():
+        emb = model.get_input_embeddings().weight
+        out = model.get_output_embeddings()
+        tied = out is None or out.weight.data_ptr() == emb.data_ptr()
+        for tok in new:
+            src = [i for i in pieces[tok] if i < old_rows]
+            if not src:
+                continue
+            emb[ids[tok]] = emb[src].mean(0)
+            if not tied:
+                out.weight[ids[tok]] = out.weight[src].mean(0)
+    return ids
+
+
+def _accepts_replace(tokenizer) -> bool:
+    import inspect
+
+    try:
+        return "replace_extra_special_tokens" in inspect.signature(tokenizer.add_special_tokens).parameters
+    except (TypeError, ValueError):
+        return False

@@ -1,0 +1,217 @@
+"""The llama.cpp side of the llama.cpp backend: the binding it needs, the objects it owns, the C API calls.
+
+:class:`NativeCalls` is mixed into :class:`~langchain_selfrag.lm.llamacpp.model.LlamaCppReflectionLM`:
+its tokenizer and its low-level decoding (KV-cache sequences, ``llama_decode`` in ``n_batch``
+chunks, logits rows), read through ``self._lib`` and ``self._native``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..protocol import ReflectionLMError
+from .layout import Entry, common_prefix
+
+#: The llama-cpp-python releases this module is tested with, [from, below): the C API it binds
+#: (llama_memory_*, llama_batch_*, the context-parameter fields) changes between llama.cpp releases.
+TESTED_BINDING = ((0, 3, 36), (0, 4, 0))
+
+
+def check_binding_version(version: str) -> None:
+    """Raise :class:`ReflectionLMError` unless ``version`` is in :data:`TESTED_BINDING`."""
+    parts: list[int] = []
+    for piece in version.split(".")[:3]:
+        digits = "".join(ch for ch in piece if ch.isdigit()) if piece[:1].isdigit() else ""
+        if not digits:
+            break
+        parts.append(int(digits))
+    low, high = TESTED_BINDING
+    if len(parts) < 3 or not low <= tuple(parts) < high:
+        want = f">={'.'.join(map(str, low))},<{'.'.join(map(str, high))}"
+        raise ReflectionLMError(
+            f"llama-cpp-python {version} is untested with this backend; install llama-cpp-python{want}"
+        )
+
+
+def default_threads() -> int:
+    """``$SELFRAG_THREADS``, else half the CPU cores (llama.cpp's own default).
+
+    llama.cpp's threads spin while they wait for each other, so using every core slows to a crawl
+    when other processes compete for them (measured: about 10x on a shared 2-core machine).
+    """
+    env = os.environ.get("SELFRAG_THREADS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
+def set_fields(params: ctypes.Structure, options: dict[str, Any]) -> None:
+    """Set the fields of a llama.cpp parameter struct named in ``options`` (removed from it)."""
+    names = {name for name, _ in type(params)._fields_}
+    for key in [k for k in options if k in names]:
+        setattr(params, key, options.pop(key))
+
+
+class NativeHandles:
+    """The llama.cpp objects one LM owns: model, context and batch, freed once by :meth:`close`.
+
+    Kept apart from the LM so that ``weakref.finalize`` can free them at interpreter exit (while
+    the binding's module globals still exist) without keeping the LM alive.
+    """
+
+    def __init__(self, lib: Any, path: Path, model_params: Any, context_params: Any) -> None:
+        self.lib = lib
+        self.model = lib.llama_model_load_from_file(str(path).encode("utf-8"), model_params)
+        self.ctx = self.batch = None
+        if not self.model:
+            raise ReflectionLMError(f"llama.cpp could not load {path}")
+        self.ctx = lib.llama_init_from_model(self.model, context_params)
+        if not self.ctx:
+            self.close()
+            raise ReflectionLMError(f"llama.cpp could not make a context for {path} (out of memory?)")
+        self.n_batch = int(lib.llama_n_batch(self.ctx))
+        self.n_seq = int(lib.llama_n_seq_max(self.ctx))
+        self.batch = lib.llama_batch_init(self.n_batch, 0, self.n_seq)
+        self.memory = lib.llama_get_memory(self.ctx)
+        self.vocab = lib.llama_model_get_vocab(self.model)
+
+    def close(self) -> None:
+        lib = self.lib
+        if self.batch is not None:
+            lib.llama_batch_free(self.batch)
+            self.batch = None
+        if self.ctx:
+            lib.llama_free(self.ctx)
+            self.ctx = None
+        if self.model:
+            lib.llama_model_free(self.model)
+            self.model = None
+
+
+class NativeCalls:
+    """Tokenizer and low-level decoding through llama.cpp's C API (mixed into the LM).
+
+    Reads ``_lib``, ``_native``, ``n_vocab``, ``context_length`` and keeps ``_cached`` (the tokens
+    sequence 0 holds) and ``_last_logits`` of the LM.
+    """
+
+    def tokenize(self, text: str, *, add_bos: bool) -> list[int]:
+        lib, data = self._lib, text.encode("utf-8")
+        size = len(data) + 2
+        while True:
+            buf = (lib.llama_token * size)()
+            n = lib.llama_tokenize(self._native.vocab, data, len(data), buf, size, add_bos, True)
+            if n >= 0:
+                return list(buf[:n])
+            if -n <= size:
+                raise ReflectionLMError(f"llama.cpp could not tokenize {text[:60]!r}")
+            size = -n
+
+    def _piece(self, tid: int) -> bytes:
+        lib, size = self._lib, 32
+        while True:
+            buf = ctypes.create_string_buffer(size)
+            n = lib.llama_token_to_piece(self._native.vocab, tid, buf, size, 0, True)
+            if n >= 0:
+                return buf.raw[:n]
+            size = -n  # the buffer was too small: -n bytes are needed
+
+    def decode(self, ids: Sequence[int]) -> str:
+        out = b"".join(self._piece(int(t)) for t in ids)
+        # As llama-cpp-python's detokenize: drop the space a leading BOS makes (Llama-1 style vocabularies).
+        if ids and ids[0] == self._lib.llama_vocab_bos(self._native.vocab) and out[:1] == b" ":
+            out = out[1:]
+        return out.decode("utf-8", errors="replace")
+
+    def _eos_ids(self) -> Sequence[int]:
+        is_eog, vocab = self._lib.llama_vocab_is_eog, self._native.vocab
+        return [i for i in range(self.n_vocab) if is_eog(vocab, i)]
+
+    def _special_ids(self) -> Sequence[int]:
+        is_control, vocab = self._lib.llama_vocab_is_control, self._native.vocab
+        return [i for i in range(self.n_vocab) if is_control(vocab, i)]
+
+    # -- low-level decoding ---------------------------------------------------------------------
+    def _overflow(self, needed: int) -> ReflectionLMError:
+        return ReflectionLMError(
+            f"context overflow: {needed} tokens exceed n_ctx={self.context_length}; "
+            "shorten the passages or load the model with a larger n_ctx"
+        )
+
+    def _check_room(self, needed: int) -> None:
+        if needed > self.context_length:
+            raise self._overflow(needed)
+
+    def _seq_rm(self, seq: int, p0: int = -1, p1: int = -1) -> None:
+        self._lib.llama_memory_seq_rm(self._native.memory, seq, p0, p1)
+
+    def _seq_cp(self, src: int, dst: int, p1: int) -> None:
+        self._lib.llama_memory_seq_cp(self._native.memory, src, dst, 0, p1)
+
+    def _forget_cache(self) -> None:
+        """Empty the KV cache (after a failed decode, whose cells are in an unknown state)."""
+        self._lib.llama_memory_clear(self._native.memory, True)
+        self._cached = []
+        self._last_logits = None
+
+    def _logits_row(self, index: int) -> np.ndarray:
+        ptr = self._lib.llama_get_logits_ith(self._native.ctx, index)
+        return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
+
+    def _decode_entries(self, entries: Sequence[Entry]) -> dict[int, np.ndarray]:
+        """Decode (token, position, sequence ids, wants logits) entries, ``n_batch`` per ``llama_decode``.
+
+        Returns the logits of the entries that asked for them, by entry index.
+        """
+        native, lib = self._native, self._lib
+        batch = native.batch
+        rows: dict[int, np.ndarray] = {}
+        for start in range(0, len(entries), native.n_batch):
+            chunk = entries[start : start + native.n_batch]
+            batch.n_tokens = len(chunk)
+            for j, (token, pos, seqs, wants) in enumerate(chunk):
+                batch.token[j] = token
+                batch.pos[j] = pos
+                batch.n_seq_id[j] = len(seqs)
+                for k, seq in enumerate(seqs):
+                    batch.seq_id[j][k] = seq
+                batch.logits[j] = wants
+            code = lib.llama_decode(native.ctx, batch)
+            if code != 0:
+                self._forget_cache()
+                if code == 1:
+                    raise ReflectionLMError(
+                        f"context overflow: llama.cpp found no KV cells for {len(chunk)} tokens (n_ctx="
+                        f"{self.context_length}); shorten the passages or load the model with a larger n_ctx"
+                    )
+                raise ReflectionLMError(f"llama_decode failed with code {code}")
+            rows.update((start + j, self._logits_row(j)) for j, e in enumerate(chunk) if e[3])
+        return rows
+
+    def _decode(self, tokens: Sequence[int]) -> np.ndarray:
+        """Append ``tokens`` to sequence 0; the logits of the last position."""
+        self._check_room(len(self._cached) + len(tokens))
+        n = len(self._cached)
+        entries = [(tok, n + j, (0,), j == len(tokens) - 1) for j, tok in enumerate(tokens)]
+        rows = self._decode_entries(entries)
+        self._cached += list(tokens)
+        return rows[len(entries) - 1]
+
+    def _reuse_prefix(self, ids: Sequence[int], upto: int, seqs: Sequence[int]) -> int:
+        """Keep the cached cells of ``ids[:upto]`` on sequence 0, shared with ``seqs``; their count.
+
+        Sequence 0 beyond the common prefix leaves the cache (no other sequence holds any cell).
+        """
+        common = min(common_prefix(self._cached, ids), upto)
+        self._seq_rm(0, common, -1)
+        del self._cached[common:]
+        for seq in seqs:
+            if seq and common:
+                self._seq_cp(0, seq, common)
+        return common

