@@ -152,7 +152,7 @@ def main(argv=None) -> int:
     ship(run, staging, gen_dir, folder, phase2, args.compare_quant)
     dropped = add_build(folder, args.build)
     if dropped:
-        print(f"versions.json: dropped rows not made by model_card.version_row: {', '.join(dropped)}")
+        print(f"versions.json: dropped rows not made by card.versions.version_row: {', '.join(dropped)}")
     (folder / "README.md").write_text(render(folder))
     print(f"shipped build {args.build} into {folder}; model card: {folder / 'README.md'}")
     return 0

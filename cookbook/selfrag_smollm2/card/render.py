@@ -25,7 +25,7 @@ EXAMPLE_COLUMNS = {"question": "question", "gold": "gold", "selfrag": "Self-RAG"
 def versions_section(rows: Sequence[Mapping[str, Any]], current: Mapping[str, Any] | None) -> list[str]:
     if not rows:
         return []
-    lines = ["## Builds", "", "One row per build, made by `model_card.version_row` from that build's `eval.json` and training files:", "",
+    lines = ["## Builds", "", "One row per build, made by `card.versions.version_row` from that build's `eval.json` and training files:", "",
              ("| build | measured by | generator training | match | abstained / empty | IsRel AUC | IsSup agreement | "
              "no retrieval | top-1: this model / untrained | probes: retrieve / IsRel / IsSup |"),
              "|---|---|---|---|---|---|---|---|---|---|"]
