@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .core.args import add_sft_arguments, config_from_args, parse
 from .core.config import TrainingError
+from .core.jsonl import DataFormatError
 from .selfrag.critic_eval import evaluate_adapter
 from .trainers.sft import train_sft
 
@@ -46,10 +47,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             report = evaluate_adapter(Path(args.output_dir) / "adapter", args.eval_file)
             Path(args.output_dir, "critic_accuracy.json").write_text(json.dumps(report, indent=1))
             print(json.dumps(report, indent=1))
-    except TrainingError as exc:
+    except (TrainingError, DataFormatError) as exc:
         ap.exit(2, f"error: {exc}\n")
     return 0
-
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 from .core.args import add_research_arguments, parse, research_config
 from .core.config import TrainingError
+from .core.jsonl import DataFormatError
 from .restraint.pairs import ResearchDataError
 from .trainers.dpo import train_dpo
 
@@ -44,12 +45,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(ap, argv)
     try:
         result = train_dpo(research_config(args, beta=args.beta, n_best=args.n_best, n_worst=args.n_worst))
-    except (TrainingError, ResearchDataError) as exc:
+    except (TrainingError, DataFormatError, ResearchDataError) as exc:
         ap.exit(2, f"error: {exc}\n")
     print(json.dumps({"adapter": str(result.adapter_dir), "steps": result.steps, "train_loss": result.train_loss,
                       "pairs": result.examples, "seconds": round(result.seconds, 1)}, indent=1))
     return 0
-
 
 
 if __name__ == "__main__":

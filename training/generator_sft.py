@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from .core.args import add_sft_arguments, config_from_args, parse
 from .core.config import TrainingError
+from .core.jsonl import DataFormatError
 from .trainers.sft import train_sft
 
 
@@ -26,12 +27,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(ap, argv)
     try:
         result = train_sft(config_from_args(args))
-    except TrainingError as exc:
+    except (TrainingError, DataFormatError) as exc:
         ap.exit(2, f"error: {exc}\n")
     print(json.dumps({"adapter": str(result.adapter_dir), "steps": result.steps, "train_loss": result.train_loss,
                       "seconds": round(result.seconds, 1), "dropped_too_long": result.dropped}, indent=1))
     return 0
-
 
 
 if __name__ == "__main__":

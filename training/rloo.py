@@ -41,6 +41,7 @@ from langchain_selfrag.lm import ReflectionLMError
 
 from .core.args import add_research_arguments, parse, research_config
 from .core.config import META_FILE, TrainingError
+from .core.jsonl import DataFormatError
 from .restraint.pairs import ResearchDataError, read_research
 from .restraint.reward import EVALUATORS, default_evaluator
 from .trainers.rloo import train_rloo
@@ -77,14 +78,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                             num_generations=args.num_generations, max_completion_length=args.max_completion_length,
                             temperature=args.temperature, top_p=args.top_p,
                             normalize_advantages=not args.raw_advantages)
-    except (TrainingError, ResearchDataError, ReflectionLMError) as exc:
+    except (TrainingError, DataFormatError, ResearchDataError, ReflectionLMError) as exc:
         ap.exit(2, f"error: {exc}\n")
     counts = json.loads((result.adapter_dir / META_FILE).read_text()).get("reward_counts")
     print(json.dumps({"adapter": str(result.adapter_dir), "steps": result.steps, "train_loss": result.train_loss,
                       "prompts": result.examples, "seconds": round(result.seconds, 1), "reward_counts": counts},
                      indent=1))
     return 0
-
 
 
 if __name__ == "__main__":

@@ -245,3 +245,18 @@ def test_second_phase_starts_from_an_earlier_adapter(plain_dir, tmp_path):
     assert a.keys() == b.keys()
     for key in a:  # learning rate 0 in phase 2: the phase-1 weights come through unchanged
         assert torch.allclose(a[key], b[key]), key
+
+
+@pytest.mark.parametrize("command", ["critic_sft", "generator_sft", "research_sft", "dpo", "rloo"])
+def test_a_missing_data_file_is_a_one_line_error(command, tmp_path, capsys):
+    """Every training command reports a missing data file in one line (exit 2), not a traceback."""
+    import importlib
+
+    main = importlib.import_module(f"training.{command}").main
+    data = ["--train-file"] if command.endswith("sft") and command != "research_sft" else ["--data"]
+    with pytest.raises(SystemExit) as exit_info:
+        main([*data, str(tmp_path / "missing.jsonl"), "--base-model", "x", "--output-dir", str(tmp_path / "out")]
+             + (["--offline"] if command == "rloo" else []))
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"error: file not found: {tmp_path / 'missing.jsonl'}"
