@@ -17,8 +17,6 @@ from typing import Any
 
 from .config import SelfRAGConfig
 
-_TYPES = {int: int, float: float, str: str}
-
 
 def _value_type(annotation: Any) -> tuple[type | None, tuple[Any, ...] | None]:
     """The argparse ``type`` and ``choices`` of a field annotation (``X | None`` reads as ``X``)."""
@@ -27,7 +25,7 @@ def _value_type(annotation: Any) -> tuple[type | None, tuple[Any, ...] | None]:
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     if args:
         return _value_type(args[0])
-    return _TYPES.get(annotation), None
+    return (annotation if annotation in (int, float, str) else None), None
 
 
 def _show(value: Any) -> str:

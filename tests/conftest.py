@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from eval_rows import write_rows
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -91,6 +92,4 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def dataset(tmp_path) -> Path:
     """A JSONL file of three questions with their passages (``eval_rows.ROWS``)."""
-    from eval_rows import write_rows
-
     return write_rows(tmp_path / "tiny.jsonl")

@@ -98,7 +98,8 @@ RETRIEVALS = ("bm25", "hybrid")
 def dense_store(passages: Sequence[Passage], directory: Path) -> Any:
     """The MiniLM Chroma store of ``passages`` that ``selfrag eval`` pools (built once under ``directory``)."""
     from langchain_selfrag.evaluation.qa.data import Passage
-    from langchain_selfrag.evaluation.qa.retrieval import default_embeddings, pooled_store
+    from langchain_selfrag.evaluation.qa.retrieval import pooled_store
+    from langchain_selfrag.retrieval import default_embeddings
 
     return pooled_store([Passage(p.title, p.text, p.id) for p in passages], directory, default_embeddings())
 

@@ -27,7 +27,11 @@ def minilm_path() -> Path:
 @functools.lru_cache(maxsize=1)
 def default_embeddings() -> Embeddings:
     """Offline MiniLM sentence embeddings (normalised, CPU), loaded once per process."""
-    from langchain_huggingface import HuggingFaceEmbeddings
+    try:
+        from langchain_huggingface import HuggingFaceEmbeddings
+    except ImportError as exc:
+        raise StoreError("the offline embeddings need langchain-huggingface: "
+                         "pip install 'langchain-selfrag[embeddings]'") from exc
 
     return HuggingFaceEmbeddings(
         model_name=str(minilm_path()),

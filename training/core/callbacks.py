@@ -55,25 +55,8 @@ def write_loss_curve(log_history: Sequence[Mapping[str, Any]], output_dir: str |
     (out / "loss_history.json").write_text(json.dumps({"train": train, "eval": evals}, indent=1))
     if not train:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(*zip(*train), label="train loss")
-    if evals:
-        ax.plot(*zip(*evals), "o-", label="eval loss")
-    ax.set_xlabel("step")
-    ax.set_ylabel("loss")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    path = out / "loss_curve.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
-
+    lines = [(train, "-", "train loss")] + ([(evals, "o-", "eval loss")] if evals else [])
+    return plot_against_step(lines, "loss", out / "loss_curve.png")
 
 
 def reward_callback(output_dir: Path):
@@ -97,19 +80,24 @@ def write_reward_curve(log_history: Sequence[Mapping[str, Any]], output_dir: str
     (out / "reward_history.json").write_text(json.dumps(points, indent=1))
     if not points:
         return None
+    return plot_against_step([(points, "-", "mean reward (E[U])")], "reward", out / "reward_curve.png")
+
+
+def plot_against_step(lines: Sequence[tuple[Sequence[tuple[float, float]], str, str]], ylabel: str, path: Path) -> Path:
+    """Plot each (points, style, label) line against the training step into the PNG ``path``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(*zip(*points), label="mean reward (E[U])")
+    for points, style, label in lines:
+        ax.plot(*zip(*points), style, label=label)
     ax.set_xlabel("step")
-    ax.set_ylabel("reward")
+    ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    path = out / "reward_curve.png"
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path

