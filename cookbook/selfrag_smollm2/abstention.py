@@ -275,6 +275,41 @@ def _interval(values: Sequence[float], n_resamples: int = 1000) -> list[float] |
     return list(percentile_interval(arr[resample_indices(arr.size, n_resamples, 0)].mean(axis=1), 0.95))
 
 
+def answer_retrieved(records: Sequence[Mapping[str, Any]], args: argparse.Namespace) -> dict[str, bool]:
+    """Question id -> does any of the ``k`` passages the chain's BM25 retriever returns for it hold
+    an answer string? (The same deterministic retrieval as ``collect``.)"""
+    split = json.loads(Path(args.split).read_text())
+    corpus = load_squad(Path(args.data) / "squad2_dev_half.json",
+                        max_passage_chars=split.get("max_passage_chars", MAX_PASSAGE_CHARS))
+    bm25, k = BM25Retriever(corpus.passages), SelfRAGConfig.paper().k
+    return {r["id"]: any(contains_answer(f"{p.title} {p.text}", r["answers"]) for p in bm25(r["question"], k))
+            for r in records}
+
+
+def retrieval_ceiling(answerable: Sequence[Mapping[str, Any]], noise: Sequence[Mapping[str, Any]],
+                      retrieved: Mapping[str, bool], issup_bar: float,
+                      isrel_bars: Sequence[float] = (0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)) -> dict[str, Any]:
+    """What retrieval leaves to the judge. An answerable question whose ``k`` passages hold no
+    answer string is, for the chain, a noise-only question: a rule that rejects a share ``r`` of
+    noise-only questions abstains on about ``r`` of these too. So, at rejection ``r``, abstention on
+    answerable questions is at least about ``r`` times the share of such questions, however good
+    the judge. Measured per IsRel bar: noise rejection, abstention on those questions, and on all."""
+    missed = [r for r in answerable if not retrieved[r["id"]]]
+    share = len(missed) / len(answerable)
+
+    def rate(records: Sequence[Mapping[str, Any]], bar: float) -> float | None:
+        if not records:
+            return None
+        return sum(A.would_abstain(r["signals"], bar, issup_bar, True) for r in records) / len(records)
+
+    rows = [{"abstain_isrel": bar, "negative_rejection": rate(noise, bar), "abstained_answer_not_retrieved": rate(missed, bar),
+             "abstained_answerable": rate(answerable, bar), "floor_from_retrieval": share * (rate(noise, bar) or 0.0)}
+            for bar in isrel_bars]
+    return {"k": SelfRAGConfig.paper().k, "retriever": "BM25 over all SQuAD passages",
+            "answer_not_retrieved": len(missed), "n": len(answerable), "share": share,
+            "floor_at_rejection_0.95": 0.95 * share, "abstain_issup": issup_bar, "by_isrel_bar": rows}
+
+
 def report(args: argparse.Namespace) -> int:
     chosen = json.loads(Path(args.thresholds).read_text())
     a, b = chosen["abstain_isrel"], chosen["abstain_issup"]
@@ -307,6 +342,7 @@ def report(args: argparse.Namespace) -> int:
                   "negative_rejection": sum(float(A.would_abstain(r["signals"], 0, 0, False))
                                             for r in noise) / len(noise)},
         "closed_book": closed_book_share(answerable),
+        "retrieval_ceiling": retrieval_ceiling(answerable, noise, answer_retrieved(answerable, args), b),
         "sweep": rows,
     }
     alt = chosen.get("alternative")
@@ -320,7 +356,7 @@ def report(args: argparse.Namespace) -> int:
     A.plot_sweep(rows, "squad", ["squad_noise"], args.plot, issup_bar=b, chosen=a,
                  title=f"held-out SQuAD articles, n={len(answerable)} (+ noise-only)")
     print(json.dumps({k: out.get(k) for k in ("n", "defaults", "defaults_vs_paper_match", "paper", "alternative",
-                                               "closed_book")}, indent=1))
+                                               "closed_book", "retrieval_ceiling")}, indent=1))
     return 0
 
 
@@ -356,6 +392,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--thresholds", default=str(bundle / "abstention_thresholds.json"))
     r.add_argument("--out", default=str(bundle / "abstention_eval.json"))
     r.add_argument("--plot", default=str(bundle / "abstention_tradeoff.png"))
+    r.add_argument("--split", default=str(bundle / "split.json"))
+    r.add_argument("--data", default="../shared/data")
     r.set_defaults(func=report)
     args = ap.parse_args(argv)
     return int(args.func(args) or 0)

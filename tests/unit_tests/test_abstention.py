@@ -236,3 +236,40 @@ def test_model_card_renders_the_abstention_section_from_the_report_files(tmp_pat
     (tmp_path / "abstention_thresholds.json").write_text(json.dumps(chosen))
     text = "\n".join(abstention_section(tmp_path))
     assert "`abstain_isrel=0.25`" in text and "| same questions, noise-only passages | 1 | 1.000 (1/1) | - |" in text
+
+
+def _run(isrel: float) -> dict[str, Any]:
+    return {"retrieved": True, "source": True, "abstained": False,
+            "trace": [{"passage": 0, "isrel": isrel, "issup": 1.0, "chosen": True}]}
+
+
+def test_retrieval_ceiling_counts_answerable_questions_retrieval_left_noise_only() -> None:
+    from cookbook.selfrag_smollm2.abstention import retrieval_ceiling
+    from cookbook.selfrag_smollm2.card.abstention import ceiling_lines
+
+    # four answerable questions, one of which retrieval missed (its best IsRel is noise-like)
+    answerable = [{"id": str(i), "signals": _run(v), "match": True} for i, v in enumerate((0.9, 0.8, 0.7, 0.2))]
+    noise = [{"id": str(i), "signals": _run(v), "match": None} for i, v in enumerate((0.1, 0.2, 0.4, 0.65))]
+    retrieved = {"0": True, "1": True, "2": True, "3": False}
+    out = retrieval_ceiling(answerable, noise, retrieved, 0.0, isrel_bars=(0.3, 0.5, 0.75))
+    assert out["answer_not_retrieved"] == 1 and out["share"] == 0.25
+    assert out["floor_at_rejection_0.95"] == 0.95 * 0.25
+    by_bar = {r["abstain_isrel"]: r for r in out["by_isrel_bar"]}
+    assert by_bar[0.3] == {"abstain_isrel": 0.3, "negative_rejection": 0.5, "abstained_answer_not_retrieved": 1.0,
+                           "abstained_answerable": 0.25, "floor_from_retrieval": 0.125}
+    assert by_bar[0.75]["negative_rejection"] == 1.0 and by_bar[0.75]["abstained_answerable"] == 0.5
+    text = "\n".join(ceiling_lines(out))
+    assert "For 1 of the 4 answerable questions (0.250)" in text and "| 0.5 | 0.750 | 1.000 | 0.250 | 0.188 |" in text
+
+
+def test_model_card_renders_the_real_world_check(tmp_path: Path) -> None:
+    from cookbook.selfrag_smollm2.card.abstention import realworld_lines
+
+    assert realworld_lines({}) == []
+    ev = {"seed": 1, "questions": {"popqa": 2, "hotpotqa": 1},
+          "corpora": {"test": {"documents": 6, "defaults": {"n": 3, "abstained": 3, "highest_isrel": 0.41},
+                               "restraint": {"n": 3, "abstained": 2, "settings": {"rho": 0.5}},
+                               "answerable_defaults": {"n": 4, "right": 4}, "answerable_paper": {"n": 4, "right": 3}}}}
+    text = "\n".join(realworld_lines(ev))
+    assert "2 popqa, 1 hotpotqa questions (seed 1)" in text
+    assert "| test, used for no choice (6 documents) | 3/3 | 2/3 | 0.410 | 4/4 / 3/4 |" in text

@@ -16,6 +16,10 @@ from .io import FULL_EVAL, read_json
 ABSTENTION_THRESHOLDS = "abstention_thresholds.json"
 ABSTENTION_EVAL = "abstention_eval.json"
 ABSTENTION_PLOT = "abstention_tradeoff.png"
+#: Written by ``cookbook/selfrag_smollm2/realworld.py``: real-world questions vs the invented corpora.
+REALWORLD_EVAL = "realworld_eval.json"
+#: What each invented corpus of ``realworld.py`` was used for.
+CORPUS_ROLES = {"validation": "its questions chose the default bars", "test": "used for no choice"}
 
 
 #: Acceptance bars of abstention by default (issue 25), judged on ``abstention_eval.json``'s defaults.
@@ -114,6 +118,56 @@ def abstention_section(folder: Path) -> list[str]:
             met = OPS[op](value, limit)
             lines.append(f"| {label} | {fmt(value)} | {op} {limit:g} | {'met' if met else '**missed**'} |")
         lines.append("")
+        lines += ceiling_lines(ev.get("retrieval_ceiling"))
         if (folder / ABSTENTION_PLOT).is_file():
             lines += [f"![abstention trade-off]({ABSTENTION_PLOT})", ""]
+    lines += realworld_lines(read_json(folder, REALWORLD_EVAL))
+    return [*lines, ""]
+
+
+def ceiling_lines(ceiling: Mapping[str, Any] | None) -> list[str]:
+    """What retrieval leaves to the judge (``abstention_eval.json``'s ``retrieval_ceiling``)."""
+    if not ceiling:
+        return []
+    lines = [
+        (f"**Retrieval bounds the last two bars together.** For {ceiling['answer_not_retrieved']} of the "
+         f"{ceiling['n']} answerable questions ({fmt(ceiling['share'])}), none of the {ceiling['k']} passages "
+         f"({ceiling['retriever']}) holds an answer string: for the chain these are noise-only questions. A rule "
+         f"that rejects 95% of noise-only questions abstains on about 95% of them too, so on at least about "
+         f"{fmt(ceiling['floor_at_rejection_0.95'])} of answerable questions, however good its judge: the 3% and "
+         f"95% bars cannot both hold with this retrieval. Measured at each IsRel bar (IsSup bar "
+         f"{ceiling['abstain_issup']:g}):"),
+        "",
+        "| abstain_isrel | negative rejection | abstained, answer not retrieved | abstained, all answerable | floor from retrieval |",
+        "|---|---|---|---|---|",
+    ]
+    for r in ceiling["by_isrel_bar"]:
+        lines.append(f"| {r['abstain_isrel']:g} | {fmt(r['negative_rejection'])} | {fmt(r['abstained_answer_not_retrieved'])} | "
+                     f"{fmt(r['abstained_answerable'])} | {fmt(r['floor_from_retrieval'])} |")
+    return [*lines, ""]
+
+
+def realworld_lines(ev: Mapping[str, Any]) -> list[str]:
+    """Real-world questions against the invented corpora through the README path (``realworld.py``)."""
+    if not ev.get("corpora"):
+        return []
+    sources = ", ".join(f"{n} {name}" for name, n in ev["questions"].items())
+    first = next(iter(ev["corpora"].values()))
+    settings = ", ".join(f"{k}={v:g}" for k, v in ((first.get("restraint") or {}).get("settings") or {}).items())
+    lines = [
+        (f"Real-world questions against the invented corpora (`{REALWORLD_EVAL}`, "
+         f"`cookbook/selfrag_smollm2/realworld.py`): {sources} questions (seed {ev['seed']}), each corpus indexed by "
+         f"`selfrag index` into the embedded Chroma store and asked through `SelfRAGChain`; a dense retriever "
+         f"always returns passages, so each abstention is the model's own judgement:"),
+        "",
+        (f"| corpus | abstained, defaults | abstained, restraint ({settings}) | highest IsRel, defaults | "
+         "answerable right, defaults / paper |"),
+        "|---|---|---|---|---|",
+    ]
+    for name, e in ev["corpora"].items():
+        d, r = e.get("defaults") or {}, e.get("restraint") or {}
+        ad, ap = e.get("answerable_defaults") or {}, e.get("answerable_paper") or {}
+        lines.append(f"| {name}, {CORPUS_ROLES.get(name, '')} ({e['documents']} documents) | {d.get('abstained')}/{d.get('n')} | "
+                     f"{r.get('abstained')}/{r.get('n')} | {fmt(d.get('highest_isrel'))} | "
+                     f"{ad.get('right')}/{ad.get('n')} / {ap.get('right')}/{ap.get('n')} |")
     return [*lines, ""]
