@@ -226,3 +226,12 @@ def test_model_cache_passes_sampling_through_uncached():
     assert len(set(sampled)) > 1 and cached.hits == 0
     greedy = cached.generate(prompts[:1]), cached.generate(prompts[:1])
     assert greedy[0][0].answer == greedy[1][0].answer == "plain" and cached.hits == 1
+
+
+def test_an_empty_pool_is_an_eval_error_the_cli_reports(tmp_path):
+    from langchain_selfrag.evaluation.common.errors import EvalError
+    from langchain_selfrag.evaluation.qa.retrieval import RetrievalSetupError, pooled_store
+
+    with pytest.raises(EvalError, match="no passages to pool") as info:
+        pooled_store([], tmp_path / "store", embeddings=None)
+    assert isinstance(info.value, RetrievalSetupError)

@@ -21,6 +21,7 @@ from langchain_core.documents import Document
 from tqdm.auto import tqdm
 
 from ...retrieval import split_documents
+from ..common.errors import EvalError
 from .data import Example, Passage
 
 #: Chunk sizes of the pooled collection: the defaults of ``selfrag index`` (``split_documents``).
@@ -31,8 +32,9 @@ CHUNK_SIZES: dict[str, int] = {
 }
 
 
-class RetrievalSetupError(RuntimeError):
-    """The evaluation retrieval could not be set up (no corpus, no embeddings)."""
+class RetrievalSetupError(EvalError):
+    """The evaluation retrieval could not be set up (no corpus, no embeddings); ``selfrag eval``
+    reports it as a one-line error."""
 
 
 def passage_document(p: Passage) -> Document:
