@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.documents import Document
+from tqdm.auto import tqdm
 
 from ....jsonl import iter_jsonl
 from ...common.models import chat_model, default_model, load_model
@@ -105,11 +106,14 @@ def by_entity(claims: Iterable[LabelledClaim]) -> dict[str, list[LabelledClaim]]
     return groups
 
 
-def verdicts(judge: Any, claims: Sequence[LabelledClaim]) -> list[bool | None]:
-    """The judge's label of every claim (one judge call per entity), in the order of ``claims``."""
+def verdicts(judge: Any, claims: Sequence[LabelledClaim], *, progress: bool = True) -> list[bool | None]:
+    """The judge's label of every claim (one judge call per entity, with a progress bar: a model
+    judge scores every claim against every passage), in the order of ``claims``."""
     out: dict[int, bool | None] = {}
     index = {id(c): i for i, c in enumerate(claims)}
-    for entity, group in by_entity(claims).items():
+    groups = by_entity(claims)
+    for entity, group in tqdm(groups.items(), total=len(groups), unit="entity", disable=not progress,
+                              desc=f"judge agreement ({getattr(judge, 'name', type(judge).__name__)})"):
         labels = list(judge(entity, [c.claim for c in group], group[0].passages))
         if len(labels) != len(group):
             raise ValueError(f"the judge gave {len(labels)} labels for {len(group)} claims about {entity}")
