@@ -108,6 +108,33 @@ def test_invented_people_appear_nowhere_in_the_data(data_dir):
     assert first not in avoided and avoided[:2] == [n for n in invented_names(4, set()) if n != first][:2]
 
 
+def test_invented_distractors_are_passages_of_train_people_and_still_judged_false(data_dir):
+    from langchain_selfrag.evaluation.bio.judges import OverlapJudge
+
+    data = load_bio(data_dir, invented_distractors=True)
+    train = [q for q in data.entities if q.split == "train"]
+    assert train and data.invented_distractors and "distractors" in data.info()["invented_rule"]
+    for i, q in enumerate(data.invented):
+        assert q.passages == train[i % len(train)].passages  # somebody else's passages, titled with their name
+    # the names are the same as without distractors, and the lexical judge finds nothing about them
+    assert [q.entity for q in data.invented] == [q.entity for q in load_bio(data_dir).invented]
+    first = data.invented[0]
+    assert OverlapJudge()(first.entity, [f"{first.entity} was a painter."], first.passages) == [False]
+    assert "no passages" in load_bio(data_dir).info()["invented_rule"]
+
+
+def test_a_run_with_distractors_does_not_resume_one_without(tmp_path):
+    from langchain_selfrag.evaluation.bio.run import _check_resume
+    from langchain_selfrag.evaluation.common.errors import EvalError
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "run.json").write_text(json.dumps({"task": "bio", "data": "d", "systems": {}}))  # an older run
+    with pytest.raises(EvalError, match="invented_distractors"):
+        _check_resume(out, {"task": "bio", "data": "d", "invented_distractors": True, "systems": {}})
+    _check_resume(out, {"task": "bio", "data": "d", "invented_distractors": False, "systems": {}})
+
+
 def test_select_questions_limits_entities_and_invented(data_dir):
     data = load_bio(data_dir)
     chosen = select_questions(data, "train", limit=3, n_invented=2)

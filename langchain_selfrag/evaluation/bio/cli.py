@@ -45,6 +45,9 @@ def add_bio_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--split", default="test", choices=SPLITS, help="entities to evaluate (default test)")
     group.add_argument("--split-seed", type=int, default=0, help="seed of the split by entity (default 0)")
     group.add_argument("--invented", type=int, default=30, help="invented people to add (default 30)")
+    group.add_argument("--invented-distractors", action="store_true",
+                       help="give each invented person a train-split person's passages, so that restraint must "
+                            "reject its claims by judging them, not for want of evidence (use its own --out)")
     group.add_argument("--rho", default=",".join(f"{r:g}" for r in DEFAULT_RHOS),
                        help="target accuracies of the Self-RAG + restrain systems (default 0.2,0.5,0.8)")
     group.add_argument("--selfrag-mode", default="adaptive", choices=("adaptive", "always"),
@@ -95,7 +98,8 @@ def run_bio_command(args: argparse.Namespace, *, load_model: Callable[[str], Any
         raise ValueError("--bootstrap must be at least 0")
     systems = resolve_systems(args.systems, rhos, selfrag_mode=args.selfrag_mode, research=bool(args.research),
                               trained=names)
-    data = load_bio(args.data, seed=args.split_seed, n_invented=max(0, args.invented))
+    data = load_bio(args.data, seed=args.split_seed, n_invented=max(0, args.invented),
+                    invented_distractors=args.invented_distractors)
     questions = select_questions(data, args.split, limit=args.limit, n_invented=args.invented,
                                  sample=args.sample, sample_seed=args.seed)
     if args.write_questions:

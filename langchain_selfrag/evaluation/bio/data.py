@@ -78,6 +78,8 @@ class BioData:
     invented: list[BioQuestion]
     seed: int = 0
     path: str = ""
+    #: Invented people were given a training-split person's passages (:func:`load_bio`).
+    invented_distractors: bool = False
 
     def split(self, name: str) -> list[BioQuestion]:
         """The entities of one split (file order), or the invented people."""
@@ -99,7 +101,9 @@ class BioData:
             "split_counts": counts,
             "n_invented": len(self.invented),
             "invented_rule": f"syllable names, random.Random({INVENTED_SEED}), skipped when a first name or "
-            "surname occurs as a word in any passage, title or entity name",
+            "surname occurs as a word in any passage, title or entity name"
+            + ("; each given the passages of a train-split person (distractors)" if self.invented_distractors
+               else "; no passages"),
         }
 
 
@@ -170,8 +174,12 @@ def invented_names(n: int, avoid: set[str], seed: int = INVENTED_SEED) -> list[s
     return names
 
 
-def invented_questions(names: Sequence[str]) -> list[BioQuestion]:
-    return [BioQuestion(f"invented:{name}", name, f"Who is {name}?", [], INVENTED) for name in names]
+def invented_questions(names: Sequence[str], distractors: Sequence[BioQuestion] = ()) -> list[BioQuestion]:
+    """"Who is X?" for each invented name; with ``distractors``, invented person ``i`` is given the
+    passages of ``distractors[i]`` (cycling): passages about somebody else, titled with that name."""
+    return [BioQuestion(f"invented:{name}", name, f"Who is {name}?",
+                        list(distractors[i % len(distractors)].passages) if distractors else [], INVENTED)
+            for i, name in enumerate(names)]
 
 
 # -- loading --------------------------------------------------------------------------------------
@@ -185,8 +193,12 @@ def _lines(path: Path) -> list[str]:
     return lines
 
 
-def load_bio(data_dir: str | Path, *, seed: int = 0, n_invented: int = N_INVENTED) -> BioData:
-    """Entities (with passages and split) and invented people from a folder holding the two files."""
+def load_bio(data_dir: str | Path, *, seed: int = 0, n_invented: int = N_INVENTED,
+             invented_distractors: bool = False) -> BioData:
+    """Entities (with passages and split) and invented people from a folder holding the two files.
+
+    ``invented_distractors``: give each invented person the passages of a ``train``-split entity
+    (never evaluated), so that rejecting its claims takes judging them, not a lack of evidence."""
     folder = Path(data_dir).expanduser()
     questions = _lines(folder / ENTITIES_FILE)
     passages = _lines(folder / PASSAGES_FILE)
@@ -206,7 +218,11 @@ def load_bio(data_dir: str | Path, *, seed: int = 0, n_invented: int = N_INVENTE
     avoid = data_words([q.entity for q in entities]
                        + [d.page_content + " " + d.metadata["title"] for q in entities for d in q.passages])
     names = invented_names(n_invented, avoid) if n_invented > 0 else []
-    return BioData(entities, invented_questions(names), seed, str(folder.resolve()))
+    distractors = [q for q in entities if q.split == "train" and q.passages] if invented_distractors else []
+    if invented_distractors and not distractors:
+        raise DatasetError(f"{folder}: no train-split entity with passages to give the invented people")
+    return BioData(entities, invented_questions(names, distractors), seed, str(folder.resolve()),
+                   invented_distractors)
 
 
 def select_questions(data: BioData, split: str, *, limit: int | None = None, n_invented: int | None = None,

@@ -97,7 +97,8 @@ def _check_resume(out: Path, info: dict[str, Any]) -> None:
     path = out / "run.json"
     if path.exists():
         before = json.loads(path.read_text(encoding="utf-8"))
-        for key in ("task", "data", "split_seed", "model", "settings"):
+        before.setdefault("invented_distractors", False)  # runs written before the option had none
+        for key in ("task", "data", "split_seed", "invented_distractors", "model", "settings"):
             if key in before and before[key] != info.get(key):
                 raise EvalError(f"{out} holds a run with a different {key} ({before.get(key)!r} vs "
                                 f"{info.get(key)!r}); use another --out directory or delete it")
@@ -230,6 +231,7 @@ def run_bio(
         "task": "bio",
         "data": data.path,
         "split_seed": data.seed,
+        "invented_distractors": data.invented_distractors,
         "model": options.model_name,
         "settings": dict(options.settings),
         "systems": {s.name: s.key() for s in options.systems},
