@@ -73,3 +73,9 @@ fi
 $PY -m langchain_selfrag.evaluation bio --data "$DATA" --split test --limit "$EVAL_LIMIT" --rho 0.2,0.5,0.8 \
   --selfrag-mode "$SELFRAG_MODE" "${EVAL_ARGS[@]}" --judge overlap --judge-labels tests/data/bio_claims.jsonl \
   --out "$RUN/eval"
+
+# 5. invented people given a real (training-split) person's passages: restraint must judge their claims by IsSup
+#    instead of meeting no evidence at all (summarize.py copies this report to the card too)
+$PY -m langchain_selfrag.evaluation bio --data "$DATA" --split test --limit 1 --rho 0.4,0.5 \
+  --systems selfrag,selfrag_rho0.4,selfrag_rho0.5 --selfrag-mode "$SELFRAG_MODE" --judge overlap \
+  --invented-distractors --out "$RUN/eval_distractors"

@@ -18,7 +18,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cookbook.selfrag_smollm2.card.restraint import RESTRAINT_PLOT, RESTRAINT_REPORT, RESTRAINT_TRAINED
+from cookbook.selfrag_smollm2.card.restraint import (
+    RESTRAINT_DISTRACTORS_REPORT,
+    RESTRAINT_PLOT,
+    RESTRAINT_REPORT,
+    RESTRAINT_TRAINED,
+)
 from langchain_selfrag.bundled import bundle_dir
 from langchain_selfrag.evaluation.bio.report import PLOT_FILE
 from langchain_selfrag.evaluation.bio.systems import best_sample, load_research
@@ -88,6 +93,9 @@ def summarize(run: str | Path, card: str | Path = CARD) -> Path:
     plot = run / "eval" / PLOT_FILE
     if plot.is_file():
         shutil.copyfile(plot, card / RESTRAINT_PLOT)
+    distractors = run / "eval_distractors" / "report.json"
+    if distractors.is_file():  # step 5 of run.sh: invented people given a real person's passages
+        shutil.copyfile(distractors, card / RESTRAINT_DISTRACTORS_REPORT)
     return out
 
 

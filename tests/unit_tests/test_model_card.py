@@ -251,3 +251,10 @@ def test_restraint_section_renders_the_bio_report(tmp_path):
     assert "build **v7**" in text and "9 entities" in text and "best sample for 2" in text
     assert "DPO: 6 steps × 8, lr 5e-05, β 0.25, 1.5 min." in text and "Not trained in this run: SFT, RLOO." in text
     assert "(Self-RAG (mode adaptive)) chose to retrieve for 25% of the questions" in text
+    assert "--invented-distractors" not in text  # no distractors report in the folder
+    from cookbook.selfrag_smollm2.card.restraint import RESTRAINT_DISTRACTORS_REPORT
+
+    (tmp_path / RESTRAINT_DISTRACTORS_REPORT).write_text(json.dumps(
+        {"run": {"utility_rhos": [0.5]}, "systems": {"selfrag_rho0.5": entry}}))
+    text = "\n".join(restraint_section(tmp_path))
+    assert "`selfrag eval bio --invented-distractors`" in text and "| selfrag_rho0.5 | 1 |" in text

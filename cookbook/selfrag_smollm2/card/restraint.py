@@ -16,6 +16,10 @@ RESTRAINT_REPORT = "restraint_eval.json"
 RESTRAINT_PLOT = "restraint_tradeoff.png"
 
 
+#: The recipe's ``selfrag eval bio --invented-distractors`` report: invented people given a real
+#: person's passages, so that restraint must judge their claims (copied here when run).
+RESTRAINT_DISTRACTORS_REPORT = "restraint_distractors_eval.json"
+
 #: The trained restraint models the recipe can make (each a ``training.<name>`` output folder).
 RESTRAINT_TRAINED = ("dpo", "sft", "rloo")
 
@@ -55,7 +59,23 @@ def restraint_section(folder: Path, rows: Sequence[Mapping[str, Any]] | None = N
         *(["Agreement of each judge with hand-labelled claims about the bio entities:", "",
            *agreement_table(report["judge_agreement"]), ""] if report.get("judge_agreement") else []),
         *([f"![restraint trade-off]({RESTRAINT_PLOT})", ""] if (folder / RESTRAINT_PLOT).is_file() else []),
+        *distractors_lines(read_json(folder, RESTRAINT_DISTRACTORS_REPORT)),
     ]
+
+
+def distractors_lines(report: Mapping[str, Any]) -> list[str]:
+    """Invented people given a real person's passages (``--invented-distractors``): there is evidence
+    to read, so an abstention is restraint judging the claims, not the no-evidence probability."""
+    if not report.get("systems"):
+        return []
+    from langchain_selfrag.evaluation.bio.report import markdown_table
+
+    return [(f"Invented people given a real (training-split) person's passages (`{RESTRAINT_DISTRACTORS_REPORT}`, "
+             "`selfrag eval bio --invented-distractors`): the claims now have passages to be judged against, so an "
+             "abstention is `restrain` rejecting them by IsSup, not the calibrated no-evidence probability that "
+             "decides when there are no passages:"),
+            "", *markdown_table(report["systems"], "invented", (report.get("run") or {}).get("utility_rhos", []), False),
+            ""]
 
 
 def build_of_model_file(name: str | None, rows: Sequence[Mapping[str, Any]]) -> str | None:
