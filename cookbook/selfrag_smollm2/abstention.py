@@ -81,6 +81,13 @@ def squad_questions(corpus: Any, split: Mapping[str, Any], part: str, n: int, se
     return random.Random(seed).sample(pool, min(n, len(pool)))
 
 
+def squad_corpus(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
+    """The build's split (``--split``) and the SQuAD corpus cut as the build cut it (``--data``)."""
+    split = json.loads(Path(args.split).read_text())
+    return split, load_squad(Path(args.data) / "squad2_dev_half.json",
+                             max_passage_chars=split.get("max_passage_chars", MAX_PASSAGE_CHARS))
+
+
 def noise_documents(bm25: BM25Retriever, q: QAItem, k: int) -> list[Document]:
     """The ``k`` best BM25 passages for ``q`` that are not gold and hold no answer string."""
     picked = A.noise_only(bm25(q.question, NOISE_POOL),
@@ -118,9 +125,7 @@ def _invoke(chain: SelfRAGChain, payload: Any) -> dict[str, Any]:
 
 
 def collect(args: argparse.Namespace) -> int:
-    split = json.loads(Path(args.split).read_text())
-    corpus = load_squad(Path(args.data) / "squad2_dev_half.json",
-                        max_passage_chars=split.get("max_passage_chars", MAX_PASSAGE_CHARS))
+    split, corpus = squad_corpus(args)
     bm25 = BM25Retriever(corpus.passages)
     lm = load_reflection_lm(args.model or str(bundled.default_model_path()), n_threads=args.threads)
     config = SelfRAGConfig.paper()
@@ -278,9 +283,7 @@ def _interval(values: Sequence[float], n_resamples: int = 1000) -> list[float] |
 def answer_retrieved(records: Sequence[Mapping[str, Any]], args: argparse.Namespace) -> dict[str, bool]:
     """Question id -> does any of the ``k`` passages the chain's BM25 retriever returns for it hold
     an answer string? (The same deterministic retrieval as ``collect``.)"""
-    split = json.loads(Path(args.split).read_text())
-    corpus = load_squad(Path(args.data) / "squad2_dev_half.json",
-                        max_passage_chars=split.get("max_passage_chars", MAX_PASSAGE_CHARS))
+    _, corpus = squad_corpus(args)
     bm25, k = BM25Retriever(corpus.passages), SelfRAGConfig.paper().k
     return {r["id"]: any(contains_answer(f"{p.title} {p.text}", r["answers"]) for p in bm25(r["question"], k))
             for r in records}
@@ -302,9 +305,9 @@ def retrieval_ceiling(answerable: Sequence[Mapping[str, Any]], noise: Sequence[M
             return None
         return sum(A.would_abstain(r["signals"], bar, issup_bar, True) for r in records) / len(records)
 
-    rows = [{"abstain_isrel": bar, "negative_rejection": rate(noise, bar), "abstained_answer_not_retrieved": rate(missed, bar),
-             "abstained_answerable": rate(answerable, bar), "floor_from_retrieval": share * (rate(noise, bar) or 0.0)}
-            for bar in isrel_bars]
+    rows = [{"abstain_isrel": bar, "negative_rejection": rejection, "abstained_answer_not_retrieved": rate(missed, bar),
+             "abstained_answerable": rate(answerable, bar), "floor_from_retrieval": share * (rejection or 0.0)}
+            for bar in isrel_bars for rejection in [rate(noise, bar)]]
     return {"k": SelfRAGConfig.paper().k, "retriever": "BM25 over all SQuAD passages",
             "answer_not_retrieved": len(missed), "n": len(answerable), "share": share,
             "floor_at_rejection_0.95": 0.95 * share, "abstain_issup": issup_bar, "by_isrel_bar": rows}

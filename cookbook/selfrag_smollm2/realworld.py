@@ -32,6 +32,7 @@ from langchain_selfrag import SelfRAGChain, bundled
 from langchain_selfrag.cli import main as selfrag_main
 from langchain_selfrag.config import SelfRAGConfig
 from langchain_selfrag.evaluation.qa.metrics import normalize_answer
+from langchain_selfrag.jsonl import iter_jsonl
 from langchain_selfrag.lm import load_reflection_lm
 from langchain_selfrag.retrieval import open_store
 
@@ -50,8 +51,8 @@ def real_world_questions(data: Path, n: int, seed: int) -> list[dict[str, str]]:
         random.Random(seed).shuffle(rows)
         return rows
 
-    popqa = [json.loads(line) for line in (data / "popqa.jsonl").read_text().splitlines() if line.strip()]
-    hotpot = [json.loads(line) for line in (data / "hotpotqa_dev_200.jsonl").read_text().splitlines() if line.strip()]
+    popqa = [r for _, r in iter_jsonl(data / "popqa.jsonl")]
+    hotpot = [r for _, r in iter_jsonl(data / "hotpotqa_dev_200.jsonl")]
     selfaware = [e for e in json.loads((data / "selfaware.json").read_text())["example"] if e["answerable"]]
     return ([{"source": "popqa", "question": r["question"]} for r in sample(popqa)[:n]]
             + [{"source": "hotpotqa", "question": r["question"]} for r in sample(hotpot)[: n // 2]]

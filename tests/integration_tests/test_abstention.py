@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from cookbook.selfrag_smollm2.realworld import index_corpus, right
 from langchain_selfrag.chain import SelfRAGChain
-from langchain_selfrag.evaluation.qa.metrics import normalize_answer
 from langchain_selfrag.graph import ABSTAIN_ANSWER
 
 CORPUS = json.loads((Path(__file__).resolve().parents[1] / "data" / "invented_corpus.json").read_text())
@@ -25,26 +25,14 @@ CORPUS = json.loads((Path(__file__).resolve().parents[1] / "data" / "invented_co
 @pytest.fixture(scope="module")
 def outputs(bundled_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     """Question -> SelfRAGChain (defaults) output, over the corpus indexed by ``selfrag index``."""
-    from langchain_selfrag.cli import main
     from langchain_selfrag.lm import load_reflection_lm
     from langchain_selfrag.retrieval import open_store
 
-    folder = tmp_path_factory.mktemp("abstention")
-    docs = folder / "docs"
-    docs.mkdir()
-    for d in CORPUS["documents"]:
-        (docs / d["source"]).write_text(d["text"] + "\n", encoding="utf-8")
-    assert main(["index", str(docs), "--store", str(folder / "store"), "--quiet"]) == 0
-    chain = SelfRAGChain(load_reflection_lm(bundled_gguf), open_store(folder / "store"))
+    store = index_corpus(CORPUS, tmp_path_factory.mktemp("abstention"))  # `selfrag index`, as a user indexes
+    chain = SelfRAGChain(load_reflection_lm(bundled_gguf), open_store(store))
     questions = [q["question"] for q in CORPUS["answerable"]] + CORPUS["unanswerable_invented"] \
         + CORPUS["unanswerable_real_world"]
     return {q: chain.invoke(q) for q in questions}
-
-
-def _right(q: dict[str, Any], out: dict[str, Any]) -> bool:
-    cited = [d.metadata.get("source", "") for d in out["citations"]]
-    return (not out["abstained"] and any(normalize_answer(a) in normalize_answer(out["answer"]) for a in q["answers"])
-            and any(str(c).endswith(q["source"]) for c in cited))
 
 
 def _rejection(outputs: dict[str, dict[str, Any]], questions: list[str]) -> tuple[float, list[str]]:
@@ -61,7 +49,7 @@ def test_bundled_model_answers_from_the_corpus_and_abstains_on_real_world_questi
     assert len(CORPUS["answerable"]) >= 20
     assert len(CORPUS["unanswerable_invented"]) + len(CORPUS["unanswerable_real_world"]) >= 20
     wrong = [f"{q['question']!r} -> {outputs[q['question']]['answer']!r} ({outputs[q['question']]['abstain_reason']})"
-             for q in CORPUS["answerable"] if not _right(q, outputs[q["question"]])]
+             for q in CORPUS["answerable"] if not right(q, outputs[q["question"]])]
     accuracy = 1 - len(wrong) / len(CORPUS["answerable"])
     assert accuracy >= 0.9, f"answerable accuracy {accuracy:.2f}; wrong:\n" + "\n".join(wrong)
     rejection, answered = _rejection(outputs, CORPUS["unanswerable_real_world"])
