@@ -269,6 +269,42 @@ def select(args: argparse.Namespace) -> int:
     return 0
 
 
+def compare_builds(files: Mapping[str, str | Path]) -> dict[str, Any]:
+    """Each build's validation lines under the selection rule: its bars off (the paper preset) and the
+    bars :func:`choose` picks for it, per set. The gate for a candidate build against the shipped one."""
+    out: dict[str, Any] = {}
+    for name, path in files.items():
+        sets = paired(load_sets(path))
+        rows = A.sweep(sets, closed_book=True)
+        rejection_sets = [s for s in ("squad_noise", "invented_unanswerable", "real_world") if s in sets]
+        off = next(r for r in rows if r["abstain_isrel"] == 0 and r["abstain_issup"] == 0)
+        best = choose(rows, rejection_sets)
+        out[name] = {"file": str(path), "rejection_sets": rejection_sets,
+                     "bars_off": {k: v for k, v in off.items() if isinstance(v, dict)},
+                     "chosen": {"abstain_isrel": best["abstain_isrel"], "abstain_issup": best["abstain_issup"],
+                                **{k: v for k, v in best.items() if isinstance(v, dict)}}}
+    return out
+
+
+def compare(args: argparse.Namespace) -> int:
+    files = dict(item.split("=", 1) if "=" in item else (Path(item).stem, item) for item in args.validation)
+    result = compare_builds(files)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=1))
+    for name, r in result.items():
+        print(f"{name}: chosen abstain_isrel={r['chosen']['abstain_isrel']:g} abstain_issup={r['chosen']['abstain_issup']:g}")
+        for label in ("bars_off", "chosen"):
+            cells = []
+            for set_name, v in r[label].items():
+                if not isinstance(v, dict):
+                    continue
+                match = f" match {v['match']:.3f}" if v.get("match") is not None else ""
+                cells.append(f"{set_name} abstained {v['abstain_rate']:.3f}{match}")
+            print(f"  {label:8s} " + "; ".join(cells))
+    return 0
+
+
 # -- report ---------------------------------------------------------------------------------------
 def _interval(values: Sequence[float], n_resamples: int = 1000) -> list[float] | None:
     """95% percentile bootstrap interval of the mean of per-question ``values``."""
@@ -390,6 +426,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--model", help="model file (default: the bundled model)")
     p.add_argument("--threads", type=int, default=1)
     p.set_defaults(func=closed_book_probe)
+    g = sub.add_parser("compare", help="builds' validation lines side by side under the selection rule (a gate)")
+    g.add_argument("validation", nargs="+", help="NAME=FILE (or FILE) of a validation collect run, one per build")
+    g.add_argument("--out", help="also write the comparison as JSON")
+    g.set_defaults(func=compare)
     r = sub.add_parser("report", help="held-out figures at the chosen bars, sweep and plot")
     r.add_argument("--heldout", required=True)
     r.add_argument("--thresholds", default=str(bundle / "abstention_thresholds.json"))

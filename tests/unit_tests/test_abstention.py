@@ -273,3 +273,25 @@ def test_model_card_renders_the_real_world_check(tmp_path: Path) -> None:
     text = "\n".join(realworld_lines(ev))
     assert "2 popqa, 1 hotpotqa questions (seed 1)" in text
     assert "| test, used for no choice (6 documents) | 3/3 | 2/3 | 0.410 | 4/4 / 3/4 |" in text
+
+
+def test_compare_builds_applies_the_selection_rule_to_each_build(tmp_path: Path) -> None:
+    from cookbook.selfrag_smollm2.abstention import compare_builds
+
+    def write(name: str, answerable: tuple[float, ...], noise: tuple[float, ...]) -> Path:
+        lines = [{"set": "squad", "id": str(i), "signals": _run(v), "match": True} for i, v in enumerate(answerable)]
+        lines += [{"set": "squad_noise", "id": str(i), "signals": _run(v)} for i, v in enumerate(noise)]
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("\n".join(json.dumps(line) for line in lines))
+        return path
+
+    # build "a" separates answerable from noise-only; build "b" judges one answerable passage like noise
+    out = compare_builds({"a": write("a", (0.9, 0.8, 0.7), (0.1, 0.2, 0.3)),
+                          "b": write("b", (0.9, 0.8, 0.2), (0.1, 0.2, 0.3))})
+    a, b = out["a"], out["b"]
+    assert a["rejection_sets"] == ["squad_noise"]
+    assert a["bars_off"]["squad"]["match"] == 1.0 and a["bars_off"]["squad_noise"]["abstain_rate"] == 0.0
+    # "a" rejects every noise-only question at no cost; "b" cannot lose a right answer, so it rejects less
+    assert a["chosen"]["squad"]["match"] == 1.0 and a["chosen"]["squad_noise"]["abstain_rate"] == 1.0
+    assert b["chosen"]["squad"]["match"] == 1.0 and b["chosen"]["squad_noise"]["abstain_rate"] < 1.0
+    assert b["chosen"]["abstain_isrel"] <= 0.2
