@@ -238,11 +238,18 @@ def closed_book_share(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "closed_book_matched": len(matched) if records and records[0].get("match") is not None else None}
 
 
-def select(args: argparse.Namespace) -> int:
-    sets = paired(load_sets(args.validation))
+def selection(path: str | Path) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]], list[str],
+                                         Mapping[str, Any]]:
+    """A validation collect run's sets, the sweep over them, the sets rejection is averaged over, and
+    the row :func:`choose` picks."""
+    sets = paired(load_sets(path))
     rows = A.sweep(sets, closed_book=True)
     rejection_sets = [s for s in ("squad_noise", "invented_unanswerable", "real_world") if s in sets]
-    best = choose(rows, rejection_sets)
+    return sets, rows, rejection_sets, choose(rows, rejection_sets)
+
+
+def select(args: argparse.Namespace) -> int:
+    sets, rows, rejection_sets, best = selection(args.validation)
     result = {
         "schema": "selfrag-smollm2-abstention-thresholds/1",
         "abstain_isrel": best["abstain_isrel"], "abstain_issup": best["abstain_issup"], "abstain_closed_book": True,
@@ -274,11 +281,8 @@ def compare_builds(files: Mapping[str, str | Path]) -> dict[str, Any]:
     bars :func:`choose` picks for it, per set. The gate for a candidate build against the shipped one."""
     out: dict[str, Any] = {}
     for name, path in files.items():
-        sets = paired(load_sets(path))
-        rows = A.sweep(sets, closed_book=True)
-        rejection_sets = [s for s in ("squad_noise", "invented_unanswerable", "real_world") if s in sets]
+        _, rows, rejection_sets, best = selection(path)
         off = next(r for r in rows if r["abstain_isrel"] == 0 and r["abstain_issup"] == 0)
-        best = choose(rows, rejection_sets)
         out[name] = {"file": str(path), "rejection_sets": rejection_sets,
                      "bars_off": {k: v for k, v in off.items() if isinstance(v, dict)},
                      "chosen": {"abstain_isrel": best["abstain_isrel"], "abstain_issup": best["abstain_issup"],

@@ -44,6 +44,15 @@ HELDOUT_INSTRUCTIONS = 100
 MAX_PASSAGE_CHARS = 400
 
 
+#: The instruction-task files of ``../shared/data`` (the no-retrieval cases).
+INSTRUCTION_FILES = ("self_instruct_seed_tasks.jsonl", "user_oriented_instructions.jsonl")
+
+
+def instruction_tasks(data: Path) -> list[InstructionItem]:
+    """Every instruction task of ``data`` (self-instruct seed tasks, then user-oriented instructions)."""
+    return [item for name in INSTRUCTION_FILES for item in load_instructions(data / name)]
+
+
 def instruction_split(items: list[InstructionItem], seed: int) -> tuple[list[InstructionItem], list[InstructionItem]]:
     rng = random.Random(seed)
     items = sorted(items, key=lambda i: i.id)
@@ -137,7 +146,7 @@ def main(argv=None) -> int:
     rng = random.Random(args.seed)
     corpus = load_squad(data / "squad2_dev_half.json", max_passage_chars=MAX_PASSAGE_CHARS)
     train_articles, heldout_articles = split_articles(corpus.articles, HELDOUT_ARTICLES, seed=args.seed)
-    instructions = load_instructions(data / "self_instruct_seed_tasks.jsonl") + load_instructions(data / "user_oriented_instructions.jsonl")
+    instructions = instruction_tasks(data)
     instr_train, instr_heldout = instruction_split(instructions, args.seed)
     retriever = BM25Retriever(corpus.passages)  # the whole corpus, as an index at run time would hold it
     by_id = corpus.by_id()

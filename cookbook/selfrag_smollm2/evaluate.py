@@ -60,9 +60,9 @@ from training.core.metrics import accuracy, bootstrap_auc_interval, roc_auc
 from training.core.text import contains_answer
 from training.selfrag.bm25 import BM25Retriever
 from training.selfrag.labels import Case, GoldLabeller
-from training.selfrag.qa_data import Passage, QAItem, instruction_text, load_instructions, load_squad
+from training.selfrag.qa_data import Passage, QAItem, instruction_text, load_squad
 
-from .build_data import MAX_PASSAGE_CHARS
+from .build_data import MAX_PASSAGE_CHARS, instruction_tasks
 from .card.figures import acceptance
 from .card.io import file_sha256
 
@@ -434,8 +434,7 @@ def main(argv=None) -> int:
     questions = rng.sample(pool, min(args.n, len(pool)))
     mq = questions[: args.n_match or len(questions)]
     held_ids = set(split["instructions_heldout"])
-    instructions = [i for i in load_instructions(data / "self_instruct_seed_tasks.jsonl")
-                    + load_instructions(data / "user_oriented_instructions.jsonl") if i.id in held_ids]
+    instructions = [i for i in instruction_tasks(data) if i.id in held_ids]
 
     t0 = time.time()
     stages: dict[str, float] = {}

@@ -31,10 +31,10 @@ from langchain_selfrag import tokens as T
 from langchain_selfrag.prompts import format_evidence
 from training.core.jsonl import write_jsonl
 from training.selfrag.bm25 import BM25Retriever
-from training.selfrag.qa_data import Passage, QAItem, load_instructions, load_squad
+from training.selfrag.qa_data import Passage, QAItem, load_squad
 
 from .abstention import squad_questions
-from .build_data import instruction_split, isrel_pairs, issup_negatives
+from .build_data import instruction_split, instruction_tasks, isrel_pairs, issup_negatives
 
 
 def paragraph_of(passage_id: str) -> str:
@@ -45,7 +45,7 @@ def paragraph_of(passage_id: str) -> str:
 def near_miss_row(q: QAItem, passage: Passage) -> dict:
     """``[Irrelevant]`` for an unanswerable question's own chunk; its plausible answer is not trained."""
     head = T.RETRIEVAL + format_evidence(passage.title, passage.text) + T.IRRELEVANT
-    plausible = q.plausible_answers[0] if q.plausible_answers else ""
+    plausible = q.plausible_answers[0]  # its chunk is gold because it holds this answer
     return {"instruction": q.question, "input": "", "output": head + plausible + T.UTILITY[0], "id": q.id,
             "variant": "near_miss", "passage": passage.id,
             "no_loss_spans": [[len(head), len(head) + len(plausible)]]}
@@ -90,9 +90,7 @@ def build(data: Path, split: Mapping, *, seed: int = 0, near_miss: int = 1100, p
     rng = random.Random(seed + 3)
     rows = near_miss_pairs(train.questions, by_id, rng, near_miss, keep_out)
     used = {r["id"] for r in rows}
-    instructions = load_instructions(data / "self_instruct_seed_tasks.jsonl") + load_instructions(
-        data / "user_oriented_instructions.jsonl")
-    instr_train, _ = instruction_split(instructions, split["seed"])
+    instr_train, _ = instruction_split(instruction_tasks(data), split["seed"])
     rest = [q for q in train.questions if q.id not in keep_out and q.id not in used]
     phase2 = isrel_pairs(rest, instr_train, BM25Retriever(corpus.passages), by_id, rng, replay=replay,
                          negatives=phase2_negatives, max_questions=phase2_questions)

@@ -38,8 +38,9 @@ from langchain_selfrag.export.quantize import LLAMA_QUANT_TYPES
 from langchain_selfrag.prompts import build_instruction, format_prompt
 from training.core.export import compare_backends, export_merged, pack_adapter
 from training.export import export_gguf
-from training.selfrag.qa_data import instruction_text, load_instructions, load_squad
+from training.selfrag.qa_data import instruction_text, load_squad
 
+from .build_data import instruction_tasks
 from .card.io import FULL_EVAL, file_sha256, quant_report, read_json
 from .card.render import render
 from .card.versions import add_build
@@ -55,7 +56,7 @@ def agreement_prompts(run: Path, data: Path, n: int = 20) -> list[str]:
     held = [q for q in corpus.subset(split["heldout_articles"]).questions if q.answerable]
     rng = random.Random(1)
     ids = set(split["instructions_heldout"])
-    inst = [i for i in load_instructions(data / "self_instruct_seed_tasks.jsonl") + load_instructions(data / "user_oriented_instructions.jsonl") if i.id in ids]
+    inst = [i for i in instruction_tasks(data) if i.id in ids]
     return [format_prompt(build_instruction(q.question)) for q in rng.sample(held, n)] + [
         format_prompt(instruction_text(i)) for i in rng.sample(inst, n // 2)]
 
