@@ -2,7 +2,7 @@
 
 ``collect``: the reflection model's IsSup of every labelled claim against each of its entity's
 passages and each passage's IsRel (``IsSupScorer.passage_scores``), written as JSON. ``fit`` (pure,
-no model): for each aggregate (max, mean, IsRel-weighted mean) a Platt calibration fitted on the
+no model): for each aggregate (max, mean, IsRel-weighted mean, best IsRel x IsSup) a Platt calibration fitted on the
 ``validation`` claims; the aggregate of lowest validation log loss is chosen; the ``test`` claims
 report its calibration (ECE, log loss, reliability bins and plot) before and after, and the IsSup
 judge's agreement (best passage > 0.5) on each split. Writes ``calibration.json`` and
@@ -74,7 +74,7 @@ def fit(scores_path: Path, out: Path, bins: int = 10, k: int | None = None) -> d
         a, b = fit_platt(xs, [r["label"] for r in val])
         passages = "all passages" if k is None else f"the first {k} passages"
         cal = Calibration(how, a, b, model=data.get("model", ""),
-                          fitted_on=f"{data['claims']} (validation split, {passages} of each entity)")
+                          fitted_on=f"{data['claims']} (validation split, {passages} of each entity)", passages=k)
         candidates[how] = {"calibration": cal, "validation_log_loss": log_loss([cal(x) for x in xs],
                                                                                 [r["label"] for r in val])}
     best = min(candidates, key=lambda h: candidates[h]["validation_log_loss"])

@@ -50,7 +50,7 @@ from training.core.text import contains_answer
 from training.selfrag.bm25 import BM25Retriever
 from training.selfrag.qa_data import Passage, QAItem, load_squad
 
-from .build_data import MAX_PASSAGE_CHARS
+from .build_data import MAX_PASSAGE_CHARS, phase2_ids_in
 from .evaluate import BM25DocumentRetriever, passage_document
 
 HERE = Path(__file__).resolve().parent
@@ -70,14 +70,25 @@ def training_question_ids(corpus: Any, train_articles: Sequence[str], used: int,
     return {q.id for q in random.Random(seed).sample(pool, min(used, len(pool)))}
 
 
-def squad_questions(corpus: Any, split: Mapping[str, Any], part: str, n: int, seed: int) -> list[QAItem]:
-    """``validation``: answerable questions of the training articles that training did not use;
-    ``heldout``: the held-out articles' answerable questions, drawn as ``evaluate.py`` draws them."""
+def squad_questions(corpus: Any, split: Mapping[str, Any], part: str, n: int, seed: int,
+                    trained: frozenset[str] = frozenset()) -> list[QAItem]:
+    """``validation``: answerable questions of the training articles outside phase 1's sample and
+    ``trained`` (the question ids of later phases' data files, which ``split.json`` does not record);
+    ``heldout``: the held-out articles' answerable questions, drawn as ``evaluate.py`` draws them.
+
+    ValueError when no validation question is left: every one was trained on, so none can validate.
+    """
     if part == "heldout":
         pool = [q for q in corpus.subset(split["heldout_articles"]).questions if q.answerable and q.gold]
         return random.Random(seed).sample(pool, min(n, len(pool)))
     used = training_question_ids(corpus, split["train_articles"], split["train_questions_used"], split["seed"])
-    pool = [q for q in corpus.subset(split["train_articles"]).questions if q.answerable and q.gold and q.id not in used]
+    pool = [q for q in corpus.subset(split["train_articles"]).questions
+            if q.answerable and q.gold and q.id not in used and q.id not in trained]
+    if not pool:
+        raise ValueError("no answerable question of the training articles is left for validation: phase 1's "
+                         f"sample and the {len(trained)} questions of the --trained files cover all of them")
+    if len(pool) < n:
+        print(f"abstention: only {len(pool)} untrained validation questions (asked for {n})", file=sys.stderr)
     return random.Random(seed).sample(pool, min(n, len(pool)))
 
 
@@ -145,7 +156,12 @@ def collect(args: argparse.Namespace) -> int:
             jobs.append(("invented_unanswerable", f"u{i}", q, ichain, None, None, None))
         for i, q in enumerate(invented["unanswerable_real_world"]):
             jobs.append(("real_world", f"r{i}", q, ichain, None, None, None))
-    for q in squad_questions(corpus, split, args.part, args.n, args.seed):
+    trained = frozenset(phase2_ids_in(args.trained)) if args.part == "validation" else frozenset()
+    try:
+        squad = squad_questions(corpus, split, args.part, args.n, args.seed, trained)
+    except ValueError as exc:
+        raise SystemExit(f"abstention collect: {exc}") from None
+    for q in squad:
         jobs.append(("squad", q.id, q.question, chain, q.answers, None, None))
         jobs.append(("squad_noise", q.id, q.question, chain, None, noise_documents(bm25, q, config.k), None))
     start = time.time()
@@ -257,8 +273,9 @@ def select(args: argparse.Namespace) -> int:
                  f"validation questions at most {MAX_LOST:.0%} of right answers (match) and invented answerable "
                  "questions none; lowest bars among ties"),
         "validation": {"file": str(args.validation), "sets": {k: len(v) for k, v in sets.items()},
-                       "squad": "answerable questions of the training articles the training data did not use "
-                                "(never the held-out articles), also asked noise-only",
+                       "squad": "answerable questions of the training articles outside phase 1's sample and the "
+                                "later phases' files given to collect --trained (never the held-out articles), also "
+                                "asked noise-only",
                        "invented": str(VALIDATION_CORPUS.relative_to(HERE.parent.parent))},
         "at_choice": {k: v for k, v in best.items() if isinstance(v, dict)},
         "alternative": {
@@ -416,6 +433,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     c.add_argument("--data", default="../shared/data")
     c.add_argument("--model", help="model file (default: the bundled model)")
     c.add_argument("--threads", type=int, default=1)
+    c.add_argument("--trained", type=Path, action="append", default=[],
+                   help="a later phase's data file (generator_phase2.jsonl, generator_phase3.jsonl) of the build and "
+                        "the builds it continues: its questions are left out of the SQuAD validation sample")
     c.set_defaults(func=collect)
     s = sub.add_parser("select", help="choose the default bars on the validation lines")
     s.add_argument("--validation", required=True)

@@ -6,8 +6,10 @@ written against one paragraph, and the chunk holding its *plausible* answer is o
 answer it. Each becomes an ``[Irrelevant]`` example (the plausible answer after it is not trained;
 ``[Utility:1]`` is). Against each, an answerable question of the same paragraph with its gold chunk
 (``[Relevant]`` answer ``[Fully supported]`` ``[Utility:5]``) keeps the contrast on the same text.
-Phase 2's examples in a smaller dose (gold vs BM25 hard negatives, IsSup negatives, no-retrieval
-instructions) keep the other heads in practice.
+With ``--gap-documents N``, invented documents (:mod:`.gap_corpus`) add the same contrast in a
+plainer form: a question on a detail the document does not state (``[Irrelevant]``) against one on
+a detail it does. Phase 2's examples in a smaller dose (gold vs BM25 hard negatives, IsSup
+negatives, no-retrieval instructions) keep the other heads in practice.
 
 Only training articles are used, and the abstention validation sample
 (:func:`cookbook.selfrag_smollm2.abstention.squad_questions`) is left out, so the thresholds are
@@ -35,6 +37,8 @@ from training.selfrag.qa_data import Passage, QAItem, load_squad
 
 from .abstention import squad_questions
 from .build_data import instruction_split, instruction_tasks, isrel_pairs, issup_negatives
+from .gap_corpus import GapDocument, gap_corpus
+from .realworld import CORPORA
 
 
 def paragraph_of(passage_id: str) -> str:
@@ -59,6 +63,25 @@ def contrast_row(q: QAItem, passage: Passage) -> dict:
             "passage": passage.id}
 
 
+def gap_rows(docs: Sequence[GapDocument], rng: random.Random) -> list[dict]:
+    """Per invented document, a gap question on it (``[Irrelevant]``; the stated answer of the same kind
+    that a model would copy after it is not trained, ``[Utility:1]`` is) and a stated question
+    (``[Relevant]`` answer ``[Fully supported]`` ``[Utility:5]``), on the same text."""
+    rows: list[dict] = []
+    for doc in docs:
+        if not doc.gaps:
+            continue
+        title = doc.source.removesuffix(".md")  # the title `selfrag index` gives a file: its stem
+        evidence = T.RETRIEVAL + format_evidence(title, doc.text)
+        question, answer = rng.choice(doc.answerable)
+        head = evidence + T.IRRELEVANT
+        rows.append({"instruction": rng.choice(doc.gaps), "input": "", "output": head + answer + T.UTILITY[0],
+                     "id": f"{doc.source}/gap", "variant": "gap", "no_loss_spans": [[len(head), len(head) + len(answer)]]})
+        rows.append({"instruction": question, "input": "", "id": f"{doc.source}/stated", "variant": "gap_contrast",
+                     "output": evidence + T.RELEVANT + answer + T.FULLY_SUPPORTED + T.UTILITY[4]})
+    return rows
+
+
 def near_miss_pairs(questions: Sequence[QAItem], by_id: Mapping[str, Passage], rng: random.Random, n: int,
                     keep_out: Collection[str] = frozenset()) -> list[dict]:
     """Up to ``n`` unanswerable questions with a plausible-answer chunk, each with an answerable
@@ -81,15 +104,20 @@ def near_miss_pairs(questions: Sequence[QAItem], by_id: Mapping[str, Passage], r
 
 
 def build(data: Path, split: Mapping, *, seed: int = 0, near_miss: int = 1100, phase2_questions: int = 150,
-          phase2_negatives: int = 2, replay: int = 100, issup_fraction: float = 0.5, validation_n: int = 150, validation_seed: int = 0) -> list[dict]:
-    """The phase-3 rows, shuffled: near misses with their contrasts, then phase 2's kinds in a smaller dose."""
+          phase2_negatives: int = 2, replay: int = 100, issup_fraction: float = 0.5, validation_n: int = 150,
+          validation_seed: int = 0, gap_documents: int = 0) -> list[dict]:
+    """The phase-3 rows, shuffled: near misses with their contrasts, gap questions on invented documents
+    (:mod:`.gap_corpus`, with names that share no word with the project's invented corpora), then
+    phase 2's kinds in a smaller dose."""
     corpus = load_squad(data / "squad2_dev_half.json", max_passage_chars=split["max_passage_chars"])
     train = corpus.subset(split["train_articles"])
     by_id = corpus.by_id()
     keep_out = {q.id for q in squad_questions(corpus, split, "validation", validation_n, validation_seed)}
     rng = random.Random(seed + 3)
-    rows = near_miss_pairs(train.questions, by_id, rng, near_miss, keep_out)
+    rows = near_miss_pairs(train.questions, by_id, rng, near_miss, keep_out) if near_miss > 0 else []
     used = {r["id"] for r in rows}
+    if gap_documents > 0:
+        rows += gap_rows(gap_corpus(gap_documents, seed, avoid=_corpus_texts()), rng)
     instr_train, _ = instruction_split(instruction_tasks(data), split["seed"])
     rest = [q for q in train.questions if q.id not in keep_out and q.id not in used]
     phase2 = isrel_pairs(rest, instr_train, BM25Retriever(corpus.passages), by_id, rng, replay=replay,
@@ -99,6 +127,11 @@ def build(data: Path, split: Mapping, *, seed: int = 0, near_miss: int = 1100, p
     rows += phase2
     rng.shuffle(rows)
     return rows
+
+
+def _corpus_texts() -> list[str]:
+    """Every text of the project's invented corpora (validation and test), which training must not echo."""
+    return [json.dumps(json.loads(path.read_text())) for path in CORPORA.values()]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -112,16 +145,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--phase2-questions", type=int, default=150, help="gold vs hard-negative questions mixed in")
     ap.add_argument("--phase2-negatives", type=int, default=2, help="hard negatives per mixed-in question")
     ap.add_argument("--replay", type=int, default=100, help="no-retrieval instruction examples mixed in")
+    ap.add_argument("--phase2-issup-fraction", type=float, default=0.5,
+                    help="IsSup negatives per mixed-in question (a wrong answer to its gold passage, [No support])")
+    ap.add_argument("--gap-documents", type=int, default=0,
+                    help="invented documents, each with a question on a detail it lacks and one it states")
     ap.add_argument("--validation-n", type=int, default=150,
                     help="the abstention validation sample's size (its questions are left out)")
     args = ap.parse_args(argv)
     data, out = Path(args.data), Path(args.out)
     split = json.loads(Path(args.split).read_text())
     rows = build(data, split, seed=args.seed, near_miss=args.near_miss, phase2_questions=args.phase2_questions,
-                 phase2_negatives=args.phase2_negatives, replay=args.replay, validation_n=args.validation_n)
+                 phase2_negatives=args.phase2_negatives, replay=args.replay, validation_n=args.validation_n,
+                 gap_documents=args.gap_documents, issup_fraction=args.phase2_issup_fraction)
     write_jsonl(out / "generator_phase3.jsonl", rows)
     variants = {v: sum(r["variant"] == v for r in rows) for v in sorted({r["variant"] for r in rows})}
-    summary = {"examples": len(rows), "variants": variants, "seed": args.seed, "validation_left_out": args.validation_n}
+    summary = {"examples": len(rows), "variants": variants, "seed": args.seed, "validation_left_out": args.validation_n,
+               "gap_documents": args.gap_documents}
     (out / "phase3.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps(summary, indent=1))
     return 0

@@ -7,7 +7,11 @@ score ``r_i``. :func:`aggregate` turns them into one support score per claim:
   a high score by chance becomes likelier);
 * ``"mean"``: the plain mean over passages;
 * ``"relevance"``: the IsRel-weighted mean ``sum r_i s_i / sum r_i`` (0 when no passage is relevant):
-  a passage the model finds irrelevant hardly counts, whatever its IsSup.
+  a passage the model finds irrelevant hardly counts, whatever its IsSup;
+* ``"joint"``: the best passage by ``r_i s_i``, the model's probability that this one passage is
+  relevant to the question *and* supports the claim (Self-RAG reads IsSup only after ``[Relevant]``).
+  Unlike ``"relevance"`` it is not normalised, so passages about somebody else (low IsRel for every
+  one of them) give little support however well their wording matches the claim.
 
 :class:`Calibration` maps the support ``x`` to a probability ``sigmoid(a x + b)`` (Platt scaling),
 fitted on labelled claims (:func:`fit_platt`); a claim with no evidence has support 0, so its
@@ -24,7 +28,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-AGGREGATES = ("max", "mean", "relevance")
+AGGREGATES = ("max", "mean", "relevance", "joint")
+#: The aggregates that read each passage's IsRel.
+READS_ISREL = ("relevance", "joint")
 
 
 def aggregate(issup: Sequence[float], isrel: Sequence[float] = (), how: str = "relevance") -> float:
@@ -39,6 +45,8 @@ def aggregate(issup: Sequence[float], isrel: Sequence[float] = (), how: str = "r
         return float(sum(issup) / len(issup))
     if len(isrel) != len(issup):
         raise ValueError(f"{len(issup)} IsSup scores but {len(isrel)} IsRel scores")
+    if how == "joint":
+        return float(max(r * s for r, s in zip(isrel, issup)))
     weight = sum(isrel)
     return float(sum(r * s for r, s in zip(isrel, issup)) / weight) if weight > 0 else 0.0
 
@@ -55,7 +63,10 @@ def sigmoid(z: float) -> float:
 class Calibration:
     """``p = sigmoid(a * support + b)`` over the ``aggregate`` of the per-passage scores.
 
-    ``model``: the reflection model file it was fitted for; ``fitted_on``: what it was fitted on.
+    ``model``: the reflection model file it was fitted for; ``fitted_on``: what it was fitted on;
+    ``passages``: how many passages (the first, in retrieval order) each claim was judged against
+    when fitting; a scorer using it judges against no more, whatever ``k`` retrieved, since a best-of
+    aggregate grows with the number of passages. None: fitted on all given passages.
     """
 
     aggregate: str
@@ -63,12 +74,15 @@ class Calibration:
     b: float
     model: str = ""
     fitted_on: str = ""
+    passages: int | None = None
 
     def __post_init__(self) -> None:
         if self.aggregate not in AGGREGATES:
             raise ValueError(f"aggregate must be one of {', '.join(AGGREGATES)}, not {self.aggregate!r}")
         if not (math.isfinite(self.a) and math.isfinite(self.b)):
             raise ValueError("calibration coefficients must be finite")
+        if self.passages is not None and self.passages < 1:
+            raise ValueError(f"passages must be at least 1, not {self.passages!r}")
 
     def __call__(self, support: float) -> float:
         return sigmoid(self.a * float(support) + self.b)
@@ -84,9 +98,10 @@ class Calibration:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Calibration:
         try:
+            passages = data.get("passages")
             return cls(str(data["aggregate"]), float(data["a"]), float(data["b"]), str(data.get("model", "")),
-                       str(data.get("fitted_on", "")))
-        except (KeyError, TypeError) as exc:
+                       str(data.get("fitted_on", "")), int(passages) if passages is not None else None)
+        except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"not a calibration: {exc}") from exc
 
     @classmethod

@@ -28,8 +28,16 @@ _BULLET = re.compile(r"^\s*(?:[-*+\u2022\u2023\u25e6>]+|\(?\d{1,3}[.):]|\(?[a-zA
 _HEADER = re.compile(r"^\s*(?:#+\s*)?(?:\*\*)?\s*claims?\s*(?:\*\*)?\s*:\s*(?:\*\*)?", re.IGNORECASE)
 _NEXT_BLOCK = re.compile(r"^\s*(?:\*\*)?\s*(?:entity|sentence|probability)\s*(?:\*\*)?\s*:", re.IGNORECASE)
 _WHO = re.compile(
-    r"^\s*(?:who\s+(?:is|was|are|were)|tell\s+me\s+about|write\s+a\s+biography\s+of|what\s+do\s+you\s+know\s+about)"
+    r"^\s*(?:who\s+(?:is|was|are|were)|tell\s+me\s+about|write\s+(?:a\s+)?(?:short\s+)?biography\s+of"
+    r"|tell\s+me\s+a\s+bio\s+of|what\s+do\s+you\s+know\s+about)"
     r"\s+(?P<entity>.+?)\s*[?.!]*\s*$",
+    re.IGNORECASE,
+)
+# How long the answer should be, after the entity: "... of up to 4 sentences", "in 100 words or less".
+_LENGTH = re.compile(
+    r"[\s,]+(?:(?:of|in|using)\s+)?(?:(?:up\s+to|at\s+most|about|around|under|no\s+more\s+than|fewer\s+than|less\s+than)\s+)?"
+    r"(?:\d+|one|two|three|four|five|six|a\s+few|a\s+single|a\s+short)\s+(?:sentences?|words?|paragraphs?|lines?)"
+    r"(?:\s+or\s+(?:less|fewer))?$|[\s,]+(?:briefly|in\s+brief|please)$",
     re.IGNORECASE,
 )
 
@@ -103,9 +111,15 @@ def parse_claims(output: str) -> list[str]:
 
 
 def guess_entity(question: str) -> str:
-    """The entity a question asks about (``Who is X?`` -> ``X``), else the question itself."""
+    """The entity a question asks about (``Who is X?`` -> ``X``; a length request after it, as in
+    ``Write a biography of X of up to 4 sentences.``, is no part of it), else the question itself."""
     found = _WHO.match(question or "")
-    return found.group("entity").strip() if found else (question or "").strip()
+    if not found:
+        return (question or "").strip()
+    entity = found.group("entity").strip()
+    while (trimmed := _LENGTH.sub("", entity).strip()) and trimmed != entity:
+        entity = trimmed
+    return entity
 
 
 @runtime_checkable

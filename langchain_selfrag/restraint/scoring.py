@@ -25,7 +25,7 @@ from .. import tokens as T
 from ..passage_budget import EvidenceFitter, can_tokenize
 from ..prompts import build_instruction, format_prompt
 from ..retrieval import document_title
-from .calibration import AGGREGATES, Calibration, aggregate
+from .calibration import AGGREGATES, READS_ISREL, Calibration, aggregate
 from .claims import strip_citations
 
 _NUMBER = re.compile(
@@ -99,14 +99,16 @@ class IsSupScorer:
     reads the three IsSup tokens at the next position, where the model writes its IsSup token, and
     :func:`langchain_selfrag.scoring.issup_score` turns them into ``p(Full) + 0.5 p(Partial)`` (0 when
     the model gives no IsSup probability at all, the paper's rule). All (claim, passage) prompts go
-    in one ``candidate_probs`` call, a passage's prompts together (they share a prefix); with ``aggregate="relevance"`` one more call reads each
-    passage's IsRel where the model judges relevance. Passages are cut to fit the model's context as
-    in generation.
+    in one ``candidate_probs`` call, a passage's prompts together (they share a prefix); with
+    ``aggregate="relevance"`` or ``"joint"`` one more call reads each passage's IsRel where the model
+    judges relevance. Passages are cut to fit the model's context as in generation.
 
     The per-passage scores become one support score (:func:`.calibration.aggregate`: ``"relevance"``,
-    the IsRel-weighted mean, by default; ``"max"``, the best passage, is biased upward as k grows;
-    ``"mean"``), and ``calibration`` (a :class:`.calibration.Calibration` fitted on labelled
-    claims; its own ``aggregate`` then applies) maps it to a probability. Without evidence the
+    the IsRel-weighted mean, by default; ``"joint"``, the best IsRel x IsSup; ``"max"``, the best
+    passage, is biased upward as k grows; ``"mean"``), and ``calibration`` (a
+    :class:`.calibration.Calibration` fitted on labelled claims; its own ``aggregate`` then applies)
+    maps it to a probability, judging against no more passages than it was fitted on
+    (``calibration.passages``). Without evidence the
     support is 0: the claim gets ``calibration.no_evidence`` (else 0.0), unless ``fallback`` says
     otherwise; such claims are counted in ``fallbacks``.
     """
@@ -181,6 +183,8 @@ class IsSupScorer:
         if not evidence:
             self.fallbacks += len(claims)
             return [self.fallback] * len(claims)
+        if self.calibration is not None and self.calibration.passages is not None:
+            evidence = list(evidence)[: self.calibration.passages]  # as many passages as it was fitted on
         issup, isrel = self.passage_scores(claims, question=question, evidence=evidence, prompt=prompt,
-                                           relevance=self.aggregate == "relevance")
+                                           relevance=self.aggregate in READS_ISREL)
         return [self.probability(row, isrel) for row in issup]

@@ -36,3 +36,36 @@ def test_kept_out_questions_are_never_used_and_contrasts_are_not_reused(tmp_path
     assert near_miss_pairs(corpus.questions, corpus.by_id(), random.Random(0), n=10, keep_out={"q3"}) == []
     assert near_miss_pairs(corpus.questions, corpus.by_id(), random.Random(0), n=0) == []
     assert paragraph_of("Paris/0/2") == "Paris/0"
+
+
+def test_gap_documents_state_what_they_answer_and_lack_what_their_gap_questions_ask():
+    from cookbook.selfrag_smollm2.gap_corpus import gap_corpus
+    from langchain_selfrag.evaluation.bio.data import data_words
+
+    avoid = ["The Orlan Canal links Brevasse to Saltmere."]
+    docs = gap_corpus(60, seed=3, avoid=avoid)
+    assert [d.text for d in docs] == [d.text for d in gap_corpus(60, seed=3, avoid=avoid)]  # seeded
+    assert len({d.source for d in docs}) == 60 and all(d.source.endswith(".md") for d in docs)
+    for doc in docs:
+        assert doc.title.lower().split()[0] in doc.text.split(".")[0].lower()  # the first sentence names it
+        for question, answer in doc.answerable:
+            assert answer in doc.text and question not in doc.gaps
+        assert not set(doc.gaps) & {q for q, _ in doc.answerable}
+    assert sum(bool(d.gaps) for d in docs) >= 50
+    assert not data_words(avoid) & data_words(d.title for d in docs)  # no name of the avoided corpora
+
+
+def test_gap_rows_pair_an_irrelevant_gap_question_with_a_stated_one_on_the_same_text():
+    from cookbook.selfrag_smollm2.gap_corpus import gap_corpus
+    from cookbook.selfrag_smollm2.near_miss import gap_rows
+
+    docs = [d for d in gap_corpus(5, seed=1) if d.gaps]
+    rows = gap_rows(docs, random.Random(0))
+    assert [r["variant"] for r in rows] == ["gap", "gap_contrast"] * len(docs)
+    for doc, (gap, stated) in zip(docs, zip(rows[::2], rows[1::2])):
+        evidence = T.RETRIEVAL + f"<paragraph>{doc.source.removesuffix('.md')}\n{doc.text}</paragraph>"
+        assert gap["instruction"] in doc.gaps and gap["output"].startswith(evidence + T.IRRELEVANT)
+        (start, end), = gap["no_loss_spans"]
+        assert gap["output"][end:] == T.UTILITY[0] and gap["output"][start:end] in doc.text  # read, not trained
+        question, answer = next((q, a) for q, a in doc.answerable if q == stated["instruction"])
+        assert stated["output"] == evidence + T.RELEVANT + answer + T.FULLY_SUPPORTED + T.UTILITY[4]

@@ -295,3 +295,23 @@ def test_compare_builds_applies_the_selection_rule_to_each_build(tmp_path: Path)
     assert a["chosen"]["squad"]["match"] == 1.0 and a["chosen"]["squad_noise"]["abstain_rate"] == 1.0
     assert b["chosen"]["squad"]["match"] == 1.0 and b["chosen"]["squad_noise"]["abstain_rate"] < 1.0
     assert b["chosen"]["abstain_isrel"] <= 0.2
+
+
+def test_squad_validation_leaves_out_later_phases_and_refuses_when_nothing_is_left() -> None:
+    """Validation questions must be unseen: phase 1's sample and the questions of the --trained files
+    are left out, and a build whose phases trained on them all has no validation sample at all."""
+    import pytest
+
+    from cookbook.selfrag_smollm2.abstention import squad_questions
+    from training.selfrag.qa_data import Passage, QAItem, SquadCorpus
+
+    questions = [QAItem(f"q{i}", f"question {i}?", ["x"], article="A", gold=[f"p{i}"]) for i in range(10)]
+    corpus = SquadCorpus([Passage(f"p{i}", "A", f"text {i}", article="A") for i in range(10)], questions)
+    split = {"train_articles": ["A"], "heldout_articles": [], "train_questions_used": 4, "seed": 0}
+    phase1 = {q.id for q in questions} - {q.id for q in squad_questions(corpus, split, "validation", 10, 0)}
+    assert len(phase1) == 4
+    later = frozenset([q.id for q in questions if q.id not in phase1][:4])
+    rest = squad_questions(corpus, split, "validation", 10, 0, trained=later)
+    assert {q.id for q in rest} == {q.id for q in questions} - phase1 - later and len(rest) == 2
+    with pytest.raises(ValueError, match="no answerable question .* left for validation"):
+        squad_questions(corpus, split, "validation", 10, 0, trained=frozenset(q.id for q in questions))

@@ -135,6 +135,31 @@ def test_a_run_with_distractors_does_not_resume_one_without(tmp_path):
     _check_resume(out, {"task": "bio", "data": "d", "invented_distractors": False, "systems": {}})
 
 
+def test_restrained_answers_do_not_resume_under_another_calibration(tmp_path, monkeypatch):
+    from langchain_selfrag.evaluation.bio.run import _check_resume, restraint_calibration
+    from langchain_selfrag.evaluation.bio.systems import builtin_systems
+    from langchain_selfrag.evaluation.common.errors import EvalError
+    from langchain_selfrag.restraint.calibration import CALIBRATION_FILE, Calibration
+
+    class Model:  # restrain's default scorer finds the calibration by the model's file name
+        model_path = "/models/judge-abc.gguf"
+
+    restrained = list(builtin_systems([0.5]).values())
+    plain = [s for s in restrained if s.settings.get("rho") is None]
+    shipped = Calibration("joint", 6.0, -5.0, model="judge-abc.gguf")
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / CALIBRATION_FILE).write_text(json.dumps({"calibration": shipped.to_dict()}))
+    monkeypatch.setattr("langchain_selfrag.bundled.bundle_dir", lambda: bundle)
+    assert restraint_calibration(Model(), restrained) == shipped.to_dict()
+    assert restraint_calibration(Model(), plain) is None  # nothing restrains: no calibration applies
+    out = tmp_path / "run"
+    base = {"task": "bio", "data": "d", "invented_distractors": False, "systems": {}}
+    _check_resume(out, {**base, "restraint_calibration": Calibration("max", 6.0, -5.0).to_dict()})
+    with pytest.raises(EvalError, match="restraint_calibration"):
+        _check_resume(out, {**base, "restraint_calibration": shipped.to_dict()})
+
+
 def test_select_questions_limits_entities_and_invented(data_dir):
     data = load_bio(data_dir)
     chosen = select_questions(data, "train", limit=3, n_invented=2)

@@ -162,6 +162,31 @@ def test_guess_entity() -> None:
     assert guess_entity("What is the capital of France?") == "What is the capital of France?"
 
 
+@pytest.mark.parametrize("question", [
+    "Write a biography of Ada Quill of up to 4 sentences.",  # the bio evaluation's template
+    "Write a short biography of Ada Quill in 100 words or less",
+    "Tell me a bio of Ada Quill.",
+    "Who is Ada Quill, briefly?",
+    "Tell me about Ada Quill in two sentences, please.",
+])
+def test_guess_entity_leaves_the_requested_length_out(question: str) -> None:
+    assert guess_entity(question) == "Ada Quill"
+
+
+def test_a_kept_sentence_names_the_subject_without_the_length_request() -> None:
+    """The pronoun of a kept sentence becomes the entity, not "Ada Quill of up to 4 sentences"."""
+    from langchain_selfrag.restraint import restrain_answer
+
+    class Table:
+        def score(self, claims, **_: Any) -> list[float]:
+            return [0.9 if "harbours" in c else 0.1 for c in claims]
+
+    answer = "Ada Quill was born in 1901 in Oslo. She painted harbours."
+    result = restrain_answer(answer, rho=0.5, question="Write a biography of Ada Quill of up to 4 sentences.",
+                             splitter=SentenceSplitter(), scorer=Table())
+    assert result.answer == "Ada Quill painted harbours."
+
+
 def test_llm_claim_splitter_through_a_langchain_model_falls_back_to_the_sentence() -> None:
     prompts: list[str] = []
 
@@ -391,6 +416,21 @@ def test_issup_scorer_weighs_passages_by_relevance_and_calibrates() -> None:
         IsSupScorer(lm, aggregate="best")
 
 
+def test_a_calibrated_scorer_judges_against_as_many_passages_as_it_was_fitted_on() -> None:
+    lm = RelevanceLM(by_words, {"France": 0.1, "Lyon": 0.9})
+    full, none = 0.8 + 0.5 * 0.1, 0.1 + 0.5 * 0.1
+    first_only = IsSupScorer(lm, calibration=Calibration("joint", a=1.0, b=0.0, passages=1))
+    (p,) = first_only.score(["Paris is the capital."], question="q", evidence=[PARIS, LYON])
+    assert p == pytest.approx(1 / (1 + math.exp(-0.1 * full)))  # Lyon (IsRel 0.9 x none) is not read
+    both = IsSupScorer(lm, calibration=Calibration("joint", a=1.0, b=0.0))
+    assert both.score(["Paris is the capital."], question="q", evidence=[PARIS, LYON]) == [
+        pytest.approx(1 / (1 + math.exp(-max(0.1 * full, 0.9 * none))))]
+    assert Calibration.from_dict(Calibration("joint", 1.0, 0.0, passages=5).to_dict()).passages == 5
+    assert Calibration.from_dict({"aggregate": "max", "a": 1, "b": 0}).passages is None  # older files
+    with pytest.raises(ValueError, match="passages"):
+        Calibration("joint", 1.0, 0.0, passages=0)
+
+
 def test_issup_scorer_without_evidence_uses_the_fallback_and_neutralises_claims() -> None:
     lm = JudgingLM(by_words)
     scorer = IsSupScorer(lm, fallback=0.25)
@@ -448,6 +488,10 @@ def test_restrain_answer_rewrites_kept_claims_with_p_rewrite() -> None:
 # -- calibration (pure) -----------------------------------------------------------------------------
 def test_aggregates_by_hand() -> None:
     assert aggregate([0.2, 0.8], [0.5, 0.5], "max") == 0.8
+    # joint: the best passage by IsRel x IsSup, not normalised (0.9*0.2 = 0.18 vs 0.3*0.8 = 0.24)
+    assert aggregate([0.2, 0.8], [0.9, 0.3], "joint") == pytest.approx(0.24)
+    assert aggregate([0.9, 0.9], [0.1, 0.1], "joint") == pytest.approx(0.09)  # nothing relevant: little support
+    assert aggregate([0.9, 0.9], [0.1, 0.1], "relevance") == pytest.approx(0.9)  # where normalising hides that
     assert aggregate([0.2, 0.8], [], "mean") == pytest.approx(0.5)
     assert aggregate([0.2, 0.8], [0.75, 0.25], "relevance") == pytest.approx(0.75 * 0.2 + 0.25 * 0.8)  # 0.35
     assert aggregate([0.9], [0.0], "relevance") == 0.0  # no relevant passage: no support

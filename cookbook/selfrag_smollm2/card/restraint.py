@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from langchain_selfrag.restraint.calibration import CALIBRATION_FILE
+
 from .io import read_json
 from .versions import load_versions
 
@@ -60,7 +62,29 @@ def restraint_section(folder: Path, rows: Sequence[Mapping[str, Any]] | None = N
            *agreement_table(report["judge_agreement"]), ""] if report.get("judge_agreement") else []),
         *([f"![restraint trade-off]({RESTRAINT_PLOT})", ""] if (folder / RESTRAINT_PLOT).is_file() else []),
         *distractors_lines(read_json(folder, RESTRAINT_DISTRACTORS_REPORT)),
+        *calibration_lines(read_json(folder, CALIBRATION_FILE)),
     ]
+
+
+def calibration_lines(shipped: Mapping[str, Any]) -> list[str]:
+    """The restraint scorer's calibration shipped beside the model (``calibrate fit --ship``): how the
+    per-passage scores are aggregated, chosen on validation claims, and its calibration on test claims."""
+    if not shipped.get("calibration"):
+        return []
+    from langchain_selfrag.restraint.calibration import Calibration
+
+    cal = Calibration.from_dict(shipped["calibration"])
+    test = shipped.get("test") or {}
+    losses = ", ".join(f"{how} {loss:.3f}" for how, loss in (shipped.get("validation_log_loss") or {}).items())
+    agree = test.get("agreement_calibrated_gt_0.5") or {}
+    return [(f"Claim probabilities (`{CALIBRATION_FILE}`, `{shipped.get('made_by', '?')}`): aggregate "
+             f"**{cal.aggregate}** over the first {shipped.get('passages_per_claim', '?')} passages, chosen by the "
+             f"lowest log loss on the validation claims ({losses}), then Platt scaling; a claim with no passage "
+             f"gets p = {cal.no_evidence:.4f}. On the {test.get('n', '?')} test claims: ECE "
+             f"{test.get('ece_max_uncalibrated', float('nan')):.3f} (best-passage IsSup, uncalibrated) → "
+             f"{test.get('ece_calibrated', float('nan')):.3f}, log loss {test.get('log_loss_max_uncalibrated', float('nan')):.3f} → "
+             f"{test.get('log_loss_calibrated', float('nan')):.3f}, p > 0.5 agrees with the label on "
+             f"{agree.get('agree', '?')}/{agree.get('n', '?')}."), ""]
 
 
 def distractors_lines(report: Mapping[str, Any]) -> list[str]:

@@ -92,13 +92,25 @@ def judge_agreements(judge: Any, lm: Any, options: BioOptions) -> list[dict[str,
 
 
 # -- resume -------------------------------------------------------------------------------------
+def restraint_calibration(lm: Any, systems: Sequence[Any]) -> dict[str, Any] | None:
+    """The calibration ``restrain``'s default scorer applies with ``lm`` when some system restrains
+    (None otherwise): restrained answers made under another calibration must not be resumed."""
+    from ...restraint.calibration import calibration_for
+
+    if not any((getattr(s, "settings", None) or {}).get("rho") is not None for s in systems):
+        return None
+    calibration = calibration_for(lm)
+    return calibration.to_dict() if calibration is not None else None
+
+
 def _check_resume(out: Path, info: dict[str, Any]) -> None:
     """Refuse a directory holding a run with other data, model or settings; merge the systems."""
     path = out / "run.json"
     if path.exists():
         before = json.loads(path.read_text(encoding="utf-8"))
         before.setdefault("invented_distractors", False)  # runs written before the option had none
-        for key in ("task", "data", "split_seed", "invented_distractors", "model", "settings"):
+        for key in ("task", "data", "split_seed", "invented_distractors", "model", "settings",
+                    "restraint_calibration"):
             if key in before and before[key] != info.get(key):
                 raise EvalError(f"{out} holds a run with a different {key} ({before.get(key)!r} vs "
                                 f"{info.get(key)!r}); use another --out directory or delete it")
@@ -237,6 +249,7 @@ def run_bio(
         "systems": {s.name: s.key() for s in options.systems},
         "models": {s.model: options.model_paths.get(s.model, "") for s in options.systems if s.model},
         "research": {"research": options.research_path} if research is not None else {},
+        "restraint_calibration": restraint_calibration(lm, options.systems),
     }
     _check_resume(out, info)
     judge_dir = out / "judgments" / f"{judge.name}+{splitter_name(splitter)}"

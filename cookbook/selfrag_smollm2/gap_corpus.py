@@ -1,0 +1,168 @@
+"""Invented documents with questions about details they state and details they lack (seeded).
+
+Each document describes one invented place or person in a few sentences, each sentence stating
+one detail (who designed it, when it opened, how long it is, ...). An answerable question asks a
+stated detail; a *gap* question asks a detail of the same kind of answer that the document does
+not state ("Who repaired X?" of a document that names only X's designer), the near miss a
+retrieval-augmented model answers by copying the name it has. The names are syllable strings that
+leave out every word of the project's own invented corpora (``avoid``), so no validation or test
+document is reproduced.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from langchain_selfrag.evaluation.bio.data import data_words
+
+#: Syllables of invented names (capitalised when joined).
+SYLLABLES = ("ar", "bel", "cor", "dun", "el", "fen", "gar", "hal", "is", "jor", "kel", "lor", "mar", "nes",
+             "or", "pel", "quin", "ros", "sal", "tor", "ul", "ven", "wes", "yar", "zor", "ban", "cal", "dre",
+             "fal", "gil", "hob", "lan", "mor", "nim", "pra", "ril", "sten", "thal", "vor", "wyn")
+ROLES = ("engineer", "architect", "mason", "merchant", "carpenter", "surveyor", "painter", "teacher")
+PLACE_KINDS = ("Bridge", "Mill", "Museum", "Tower", "Theatre", "Abbey", "Canal", "Harbour", "Market", "Hall",
+               "Library", "Chapel", "Garden", "Lighthouse", "Station")
+DISASTERS = ("flood", "fire", "storm", "war")
+MATERIALS = ("granite", "red brick", "oak", "limestone", "iron", "slate")
+PROFESSIONS = ("painter", "composer", "botanist", "sailor", "poet", "clockmaker", "surgeon", "weaver")
+
+
+@dataclass(frozen=True)
+class Detail:
+    """One kind of fact: its answer type, the sentence stating it and the question asking it."""
+
+    key: str
+    kind: str  # what the answer is: person, year, number, place, thing
+    sentence: str
+    question: str
+
+
+#: Details of a place ({e}: its name, {x}: the answer, {r}: a role, {d}: a disaster).
+PLACE_DETAILS = (
+    Detail("designer", "person", "It was designed by the {r} {x}.", "Who designed {e}?"),
+    Detail("founder", "person", "It was founded by the {r} {x}.", "Who founded {e}?"),
+    Detail("repairer", "person", "The {r} {x} repaired it after the {d}.", "Who repaired {e} after the {d}?"),
+    Detail("keeper", "person", "Its keeper today is {x}.", "Who is the keeper of {e} today?"),
+    Detail("painter", "person", "Its walls were painted by {x}.", "Who painted the walls of {e}?"),
+    Detail("opened", "year", "It opened in {x}.", "When did {e} open?"),
+    Detail("rebuilt", "year", "It was rebuilt in {x} after a {d}.", "When was {e} rebuilt?"),
+    Detail("closed", "year", "It closed to the public in {x}.", "When did {e} close to the public?"),
+    Detail("town", "place", "{e} stands in the town of {x}.", "In which town is {e}?"),
+    Detail("river", "place", "It lies beside the river {x}.", "Beside which river does {e} lie?"),
+    Detail("length", "number", "It is {x} long.", "How long is {e}?"),
+    Detail("height", "number", "It is {x} tall.", "How tall is {e}?"),
+    Detail("visitors", "number", "About {x} people visit it each year.", "How many people visit {e} each year?"),
+    Detail("cost", "number", "It cost {x} to build.", "How much did {e} cost to build?"),
+    Detail("material", "thing", "It is built of {x}.", "What is {e} built of?"),
+)
+#: Details of a person ({e}: the name, {x}: the answer).
+PERSON_DETAILS = (
+    Detail("born", "year", "{e} was born in {x}.", "When was {e} born?"),
+    Detail("died", "year", "{e} died in {x}.", "When did {e} die?"),
+    Detail("birthplace", "place", "{e} grew up in the town of {x}.", "In which town did {e} grow up?"),
+    Detail("school", "place", "{e} studied at the {x}.", "Which academy did {e} attend?"),
+    Detail("teacher", "person", "{e} was taught by {x}.", "Who taught {e}?"),
+    Detail("spouse", "person", "{e} married {x}.", "Whom did {e} marry?"),
+    Detail("profession", "thing", "{e} worked as a {x}.", "What did {e} work as?"),
+    Detail("prize", "thing", "{e} won the {x}.", "Which prize did {e} win?"),
+    Detail("works", "number", "{e} made {x} works in all.", "How many works did {e} make?"),
+)
+
+
+@dataclass(frozen=True)
+class GapDocument:
+    """An invented document, its answerable questions (question, answer) and its gap questions."""
+
+    source: str
+    title: str
+    text: str
+    answerable: list[tuple[str, str]] = field(default_factory=list)
+    gaps: list[str] = field(default_factory=list)
+
+
+class _Names:
+    """Seeded invented names, never a word of ``avoid`` and never twice."""
+
+    def __init__(self, rng: random.Random, avoid: set[str]) -> None:
+        self.rng, self.avoid, self.used = rng, set(avoid), set()
+
+    def word(self, syllables: int) -> str:
+        for tries in range(1, 10_000):  # a syllable more every 100 tries, when the short names run out
+            word = "".join(self.rng.choice(SYLLABLES) for _ in range(syllables + tries // 100))
+            if word not in self.avoid and word not in self.used and len(word) > 3:
+                self.used.add(word)
+                return word.capitalize()
+        raise RuntimeError("no invented name left")
+
+    def person(self) -> str:
+        return f"{self.word(2)} {self.word(3)}"
+
+
+#: Numbers of each numeric detail: (low, high, unit after the number).
+NUMBERS = {"length": (20, 4000, " metres"), "height": (6, 140, " metres"), "visitors": (200, 90000, ""),
+           "cost": (400, 90000, " pounds"), "works": (3, 400, "")}
+
+
+def _value(detail: Detail, names: _Names, rng: random.Random) -> str:
+    if detail.key == "school":
+        return f"{names.word(2)} Academy"
+    if detail.key == "prize":
+        return f"{names.word(2)} Prize"
+    if detail.key == "profession":
+        return rng.choice(PROFESSIONS)
+    if detail.key == "material":
+        return rng.choice(MATERIALS)
+    if detail.kind == "number":
+        low, high, unit = NUMBERS[detail.key]
+        return f"{rng.randint(low, high):,}{unit}"
+    if detail.kind == "year":
+        return str(rng.randint(1650, 1990))
+    return names.person() if detail.kind == "person" else names.word(2)
+
+
+def gap_document(i: int, rng: random.Random, names: _Names, stated: int = 4) -> GapDocument:
+    """One document stating ``stated`` details, with a question on each and gap questions on the
+    unstated details whose answer is of a kind the document states (the tempting near misses)."""
+    person = rng.random() < 0.3
+    details = list(PERSON_DETAILS if person else PLACE_DETAILS)
+    entity = names.person() if person else f"the {names.word(2)} {rng.choice(PLACE_KINDS)}"
+    chosen = rng.sample(details, stated)
+    role, disaster = rng.choice(ROLES), rng.choice(DISASTERS)
+    sentences, answerable = [], []
+    for detail in chosen:
+        value = _value(detail, names, rng)
+        fill = {"e": entity, "x": value, "r": role, "d": disaster}
+        sentences.append(_capital(detail.sentence.format(**fill)))
+        answerable.append((detail.question.format(**fill), value))
+    kinds = {d.kind for d in chosen}
+    gaps = [_capital(d.question.format(e=entity, x="", r=role, d=disaster)) for d in details
+            if d not in chosen and d.kind in kinds]
+    sentences = _name_first(sentences, entity, rng.choice(("She", "He")) if person else None)
+    title = _capital(entity.removeprefix("the "))
+    return GapDocument(re.sub(r"\W+", "_", title.lower()) + ".md", title, " ".join(sentences),
+                       [(_capital(q), a) for q, a in answerable], gaps)
+
+
+def _name_first(sentences: list[str], entity: str, pronoun: str | None) -> list[str]:
+    """The entity named in the first sentence ("It opened" -> "The X Bridge opened"); for a person,
+    later sentences use ``pronoun`` instead of the name."""
+    first = re.sub(r"^Its\b", f"{_capital(entity)}'s", sentences[0])
+    first = re.sub(r"^It\b", _capital(entity), first)
+    if entity.lower() not in first.lower():  # "The mason X repaired it" -> "... repaired the Y Mill"
+        first = re.sub(r"\bit\b", entity, first, count=1)
+    rest = [re.sub(rf"^{re.escape(_capital(entity))}\b", pronoun, s) if pronoun else s for s in sentences[1:]]
+    return [first, *rest]
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def gap_corpus(n: int, seed: int = 0, avoid: Sequence[str] = ()) -> list[GapDocument]:
+    """``n`` seeded documents whose invented names use no word of the ``avoid`` texts."""
+    rng = random.Random(seed)
+    names = _Names(rng, data_words(avoid))
+    return [gap_document(i, rng, names) for i in range(n)]
