@@ -12,8 +12,9 @@ a detail it does. Phase 2's examples in a smaller dose (gold vs BM25 hard negati
 negatives, no-retrieval instructions) keep the other heads in practice.
 
 Only training articles are used, and the abstention validation sample
-(:func:`cookbook.selfrag_smollm2.abstention.squad_questions`) is left out, so the thresholds are
-still chosen on questions the model never trained on.
+(:func:`cookbook.selfrag_smollm2.abstention.squad_questions`) is left out. (For the shipped v4's
+lineage that sample was already trained in phase 2 of v3 and v4, which together used every
+answerable question of the training articles.)
 
 ``python -m cookbook.selfrag_smollm2.near_miss --data ../shared/data --out runs/smollm2v5/data``
 then ``FROM_ADAPTER=langchain_selfrag/models/selfrag-smollm2-135m PHASE_FILE=generator_phase3.jsonl``
@@ -64,8 +65,8 @@ def contrast_row(q: QAItem, passage: Passage) -> dict:
 
 
 def gap_rows(docs: Sequence[GapDocument], rng: random.Random) -> list[dict]:
-    """Per invented document, a gap question on it (``[Irrelevant]``; the stated answer of the same kind
-    that a model would copy after it is not trained, ``[Utility:1]`` is) and a stated question
+    """Per invented document, a gap question on it (``[Irrelevant]``; after it, the stated answer of the
+    pair's question is read but not trained, ``[Utility:1]`` is) and that stated question
     (``[Relevant]`` answer ``[Fully supported]`` ``[Utility:5]``), on the same text."""
     rows: list[dict] = []
     for doc in docs:
