@@ -132,8 +132,8 @@ def seen_lines(validation: Mapping[str, Any] | None, heldout: Mapping[str, Any])
         return []
     return [(f"**The SQuAD validation questions were seen in training.** `select` chose the bars on answerable "
              f"questions outside phase 1's sample, but phase 2 of v3 and v4 together trained on every answerable "
-             f"question of the training articles (gold passage, `[Relevant]`, answer), so the model judges them "
-             f"relevant more readily than unseen ones: at the chosen bars validation match {fmt(validation['match'])}, "
+             f"question of the training articles (gold passage, `[Relevant]`, answer), so they are easier for "
+             f"it than unseen questions: at the chosen bars validation match {fmt(validation['match'])}, "
              f"abstained {fmt(validation['abstain_rate'])}; held-out match {fmt(heldout['match'])}, abstained "
              f"{fmt(heldout['abstained_or_empty'])}. `abstention.py collect --trained FILE` leaves later phases' "
              "questions out; for this lineage none would be left, so a future build needs questions kept out "
