@@ -123,7 +123,7 @@ def _value(detail: Detail, names: _Names, rng: random.Random) -> str:
     return names.person() if detail.kind == "person" else names.word(2)
 
 
-def gap_document(i: int, rng: random.Random, names: _Names, stated: int = 4) -> GapDocument:
+def gap_document(rng: random.Random, names: _Names, stated: int = 4) -> GapDocument:
     """One document stating ``stated`` details, with a question on each and gap questions on the
     unstated details whose answer is of a kind the document states (the tempting near misses)."""
     person = rng.random() < 0.3
@@ -165,4 +165,4 @@ def gap_corpus(n: int, seed: int = 0, avoid: Sequence[str] = ()) -> list[GapDocu
     """``n`` seeded documents whose invented names use no word of the ``avoid`` texts."""
     rng = random.Random(seed)
     names = _Names(rng, data_words(avoid))
-    return [gap_document(i, rng, names) for i in range(n)]
+    return [gap_document(rng, names) for _ in range(n)]

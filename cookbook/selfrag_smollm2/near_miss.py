@@ -132,7 +132,7 @@ def build(data: Path, split: Mapping, *, seed: int = 0, near_miss: int = 1100, p
 
 def _corpus_texts() -> list[str]:
     """Every text of the project's invented corpora (validation and test), which training must not echo."""
-    return [json.dumps(json.loads(path.read_text())) for path in CORPORA.values()]
+    return [path.read_text(encoding="utf-8") for path in CORPORA.values()]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
