@@ -24,6 +24,11 @@ Three steps, each writing a file (nothing is typed in by hand):
     draws, each also noise-only), and the figures at the defaults with bootstrap intervals, the
     sweep and its plot: ``abstention_eval.json`` and ``abstention_tradeoff.png`` for the model card.
 
+``compare NAME=FILE ...``
+    The gate for a candidate build (:func:`gate`): each build's validation lines under ``select``'s
+    rule, and whether each candidate beats the first build at its own chosen bars; exit 1 when one
+    does not.
+
 ``python -m cookbook.selfrag_smollm2.abstention collect --part validation --out runs/abstention/validation.jsonl``
 """
 
@@ -307,9 +312,41 @@ def compare_builds(files: Mapping[str, str | Path]) -> dict[str, Any]:
     return out
 
 
+def gate(result: Mapping[str, Mapping[str, Any]], baseline: str) -> dict[str, list[str]]:
+    """Per candidate of :func:`compare_builds`, the checks it fails against ``baseline`` (none: it
+    passes), each build at its own chosen bars: no rejection set rejects less, the mean rejection
+    is higher, answerable SQuAD match is at most ``MAX_LOST`` lower and no invented answerable
+    question is lost."""
+    base = result[baseline]["chosen"]
+    verdicts: dict[str, list[str]] = {}
+    for name, build in result.items():
+        if name == baseline:
+            continue
+        chosen, failed = build["chosen"], []
+        sets = [s for s in build["rejection_sets"] if s in base]
+        for s in sets:
+            if chosen[s]["abstain_rate"] < base[s]["abstain_rate"] - 1e-12:
+                failed.append(f"{s} rejected {chosen[s]['abstain_rate']:.3f} < {base[s]['abstain_rate']:.3f}")
+        mean = [sum(b[s]["abstain_rate"] for s in sets) / len(sets) if sets else 0.0 for b in (chosen, base)]
+        if mean[0] <= mean[1] + 1e-12:
+            failed.append(f"mean rejection {mean[0]:.3f} is not above {mean[1]:.3f}")
+        for s, slack in (("squad", MAX_LOST), ("invented_answerable", 0.0)):
+            if s in chosen and s in base and chosen[s]["match"] < base[s]["match"] - slack - 1e-12:
+                failed.append(f"{s} match {chosen[s]['match']:.3f} < {base[s]['match']:.3f}"
+                              + (f" - {slack:g}" if slack else ""))
+        verdicts[name] = failed
+    return verdicts
+
+
 def compare(args: argparse.Namespace) -> int:
     files = dict(item.split("=", 1) if "=" in item else (Path(item).stem, item) for item in args.validation)
+    if args.baseline is not None and args.baseline not in files:
+        raise SystemExit(f"abstention compare: --baseline {args.baseline!r} names none of {', '.join(files)}")
     result = compare_builds(files)
+    baseline = args.baseline or next(iter(files))
+    verdicts = gate(result, baseline)
+    for name, failed in verdicts.items():
+        result[name]["gate"] = {"baseline": baseline, "passed": not failed, "failed": failed}
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(result, indent=1))
@@ -323,7 +360,9 @@ def compare(args: argparse.Namespace) -> int:
                 match = f" match {v['match']:.3f}" if v.get("match") is not None else ""
                 cells.append(f"{set_name} abstained {v['abstain_rate']:.3f}{match}")
             print(f"  {label:8s} " + "; ".join(cells))
-    return 0
+    for name, failed in verdicts.items():
+        print(f"gate {name} vs {baseline}: " + ("passed" if not failed else "failed: " + "; ".join(failed)))
+    return 1 if any(verdicts.values()) else 0
 
 
 # -- report ---------------------------------------------------------------------------------------
@@ -453,6 +492,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     g = sub.add_parser("compare", help="builds' validation lines side by side under the selection rule (a gate)")
     g.add_argument("validation", nargs="+", help="NAME=FILE (or FILE) of a validation collect run, one per build")
     g.add_argument("--out", help="also write the comparison as JSON")
+    g.add_argument("--baseline", help="the build the others must beat (default: the first); exit 1 when one does not")
     g.set_defaults(func=compare)
     r = sub.add_parser("report", help="held-out figures at the chosen bars, sweep and plot")
     r.add_argument("--heldout", required=True)

@@ -38,6 +38,12 @@ class Detail:
     kind: str  # what the answer is: person, year, number, place, thing
     sentence: str
     question: str
+    rephrasings: tuple[str, ...] = ()  # other ways to ask it (used by ``varied`` corpora)
+
+    def ask(self, rng: random.Random | None, **fill: str) -> str:
+        """The question filled in; with ``rng``, one of its phrasings drawn at random."""
+        template = rng.choice((self.question, *self.rephrasings)) if rng is not None else self.question
+        return template.format(**fill)
 
 
 #: Details of a place ({e}: its name, {x}: the answer, {r}: a role, {d}: a disaster).
@@ -58,6 +64,37 @@ PLACE_DETAILS = (
     Detail("cost", "number", "It cost {x} to build.", "How much did {e} cost to build?"),
     Detail("material", "thing", "It is built of {x}.", "What is {e} built of?"),
 )
+#: More details of a place, with rephrased questions: a ``varied`` corpus asks in more ways than one
+#: template per detail, so that a gap is told by what the document states, not by the question's form.
+MORE_PLACE_DETAILS = (
+    Detail("tree", "thing", "An old {x} tree grows beside it.", "Which tree grows beside {e}?",
+           ("What kind of tree grows beside {e}?",)),
+    Detail("goods", "thing", "It sells {x}.", "What does {e} sell?", ("What can you buy at {e}?",)),
+    Detail("rooms", "number", "It has {x} rooms.", "How many rooms does {e} have?",
+           ("What is the number of rooms in {e}?",)),
+    Detail("staff", "number", "It employs {x} people.", "How many people work at {e}?",
+           ("How many staff does {e} employ?",)),
+    Detail("owner", "person", "It belongs to {x}.", "Who owns {e}?", ("Who does {e} belong to?",)),
+    Detail("gate", "thing", "Its gate is painted {x}.", "What colour is the gate of {e}?",
+           ("Which colour is {e}'s gate painted?",)),
+)
+#: Rephrased questions of the base details (``varied`` corpora).
+REPHRASINGS = {
+    "designer": ("Who was the designer of {e}?", "Which {r} designed {e}?"),
+    "founder": ("Who was the founder of {e}?",),
+    "opened": ("In which year did {e} open?", "What year was {e} opened?"),
+    "town": ("Which town is {e} in?",),
+    "length": ("What is the length of {e}?",),
+    "height": ("What is the height of {e}?",),
+    "visitors": ("How many visitors does {e} get a year?",),
+    "material": ("What was used to build {e}?",),
+    "born": ("In which year was {e} born?",),
+    "birthplace": ("Where did {e} grow up?",),
+    "teacher": ("Who was {e}'s teacher?",),
+    "profession": ("What was {e}'s job?",),
+    "works": ("How many works did {e} produce?",),
+}
+
 #: Details of a person ({e}: the name, {x}: the answer).
 PERSON_DETAILS = (
     Detail("born", "year", "{e} was born in {x}.", "When was {e} born?"),
@@ -101,9 +138,24 @@ class _Names:
         return f"{self.word(2)} {self.word(3)}"
 
 
+MORE_PERSON_DETAILS = (
+    Detail("instrument", "thing", "{e} played the {x}.", "Which instrument did {e} play?",
+           ("What instrument did {e} play?",)),
+    Detail("children", "number", "{e} had {x} children.", "How many children did {e} have?",
+           ("How many children were born to {e}?",)),
+    Detail("friend", "person", "{e} wrote often to {x}.", "To whom did {e} often write?",
+           ("Who did {e} write to often?",)),
+)
+
 #: Numbers of each numeric detail: (low, high, unit after the number).
 NUMBERS = {"length": (20, 4000, " metres"), "height": (6, 140, " metres"), "visitors": (200, 90000, ""),
-           "cost": (400, 90000, " pounds"), "works": (3, 400, "")}
+           "cost": (400, 90000, " pounds"), "works": (3, 400, ""), "rooms": (3, 300, ""), "staff": (2, 900, ""),
+           "children": (1, 12, "")}
+#: Answers of the ``thing`` details that are drawn from a list.
+THINGS = {"tree": ("oak", "ash", "yew", "elm", "birch", "alder"),
+          "goods": ("cheese", "rope", "candles", "wool", "honey", "lace"),
+          "gate": ("green", "blue", "red", "black", "white", "yellow"),
+          "instrument": ("cello", "harp", "organ", "flute", "violin", "oboe")}
 
 
 def _value(detail: Detail, names: _Names, rng: random.Random) -> str:
@@ -115,6 +167,8 @@ def _value(detail: Detail, names: _Names, rng: random.Random) -> str:
         return rng.choice(PROFESSIONS)
     if detail.key == "material":
         return rng.choice(MATERIALS)
+    if detail.key in THINGS:
+        return rng.choice(THINGS[detail.key])
     if detail.kind == "number":
         low, high, unit = NUMBERS[detail.key]
         return f"{rng.randint(low, high):,}{unit}"
@@ -123,11 +177,21 @@ def _value(detail: Detail, names: _Names, rng: random.Random) -> str:
     return names.person() if detail.kind == "person" else names.word(2)
 
 
-def gap_document(rng: random.Random, names: _Names, stated: int = 4) -> GapDocument:
+def _details(person: bool, varied: bool) -> list[Detail]:
+    base = PERSON_DETAILS if person else PLACE_DETAILS
+    if not varied:
+        return list(base)
+    more = MORE_PERSON_DETAILS if person else MORE_PLACE_DETAILS
+    return [Detail(d.key, d.kind, d.sentence, d.question, REPHRASINGS.get(d.key, ())) for d in base] + list(more)
+
+
+def gap_document(rng: random.Random, names: _Names, stated: int = 4, varied: bool = False) -> GapDocument:
     """One document stating ``stated`` details, with a question on each and gap questions on the
-    unstated details whose answer is of a kind the document states (the tempting near misses)."""
+    unstated details whose answer is of a kind the document states (the tempting near misses).
+    ``varied``: more kinds of detail, each question in one of several phrasings."""
     person = rng.random() < 0.3
-    details = list(PERSON_DETAILS if person else PLACE_DETAILS)
+    details = _details(person, varied)
+    ask = rng if varied else None
     entity = names.person() if person else f"the {names.word(2)} {rng.choice(PLACE_KINDS)}"
     chosen = rng.sample(details, stated)
     role, disaster = rng.choice(ROLES), rng.choice(DISASTERS)
@@ -136,9 +200,9 @@ def gap_document(rng: random.Random, names: _Names, stated: int = 4) -> GapDocum
         value = _value(detail, names, rng)
         fill = {"e": entity, "x": value, "r": role, "d": disaster}
         sentences.append(_capital(detail.sentence.format(**fill)))
-        answerable.append((detail.question.format(**fill), value))
+        answerable.append((detail.ask(ask, **fill), value))
     kinds = {d.kind for d in chosen}
-    gaps = [_capital(d.question.format(e=entity, x="", r=role, d=disaster)) for d in details
+    gaps = [_capital(d.ask(ask, e=entity, x="", r=role, d=disaster)) for d in details
             if d not in chosen and d.kind in kinds]
     sentences = _name_first(sentences, entity, rng.choice(("She", "He")) if person else None)
     title = _capital(entity.removeprefix("the "))
@@ -161,8 +225,9 @@ def _capital(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def gap_corpus(n: int, seed: int = 0, avoid: Sequence[str] = ()) -> list[GapDocument]:
-    """``n`` seeded documents whose invented names use no word of the ``avoid`` texts."""
+def gap_corpus(n: int, seed: int = 0, avoid: Sequence[str] = (), varied: bool = False) -> list[GapDocument]:
+    """``n`` seeded documents whose invented names use no word of the ``avoid`` texts (``varied``:
+    see :func:`gap_document`)."""
     rng = random.Random(seed)
     names = _Names(rng, data_words(avoid))
-    return [gap_document(rng, names) for _ in range(n)]
+    return [gap_document(rng, names, varied=varied) for _ in range(n)]

@@ -106,7 +106,7 @@ def near_miss_pairs(questions: Sequence[QAItem], by_id: Mapping[str, Passage], r
 
 def build(data: Path, split: Mapping, *, seed: int = 0, near_miss: int = 1100, phase2_questions: int = 150,
           phase2_negatives: int = 2, replay: int = 100, issup_fraction: float = 0.5, validation_n: int = 150,
-          validation_seed: int = 0, gap_documents: int = 0) -> list[dict]:
+          validation_seed: int = 0, gap_documents: int = 0, gap_varied: bool = False) -> list[dict]:
     """The phase-3 rows, shuffled: near misses with their contrasts, gap questions on invented documents
     (:mod:`.gap_corpus`, with names that share no word with the project's invented corpora), then
     phase 2's kinds in a smaller dose."""
@@ -118,7 +118,7 @@ def build(data: Path, split: Mapping, *, seed: int = 0, near_miss: int = 1100, p
     rows = near_miss_pairs(train.questions, by_id, rng, near_miss, keep_out) if near_miss > 0 else []
     used = {r["id"] for r in rows}
     if gap_documents > 0:
-        rows += gap_rows(gap_corpus(gap_documents, seed, avoid=_corpus_texts()), rng)
+        rows += gap_rows(gap_corpus(gap_documents, seed, avoid=_corpus_texts(), varied=gap_varied), rng)
     instr_train, _ = instruction_split(instruction_tasks(data), split["seed"])
     rest = [q for q in train.questions if q.id not in keep_out and q.id not in used]
     phase2 = isrel_pairs(rest, instr_train, BM25Retriever(corpus.passages), by_id, rng, replay=replay,
@@ -150,6 +150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="IsSup negatives per mixed-in question (a wrong answer to its gold passage, [No support])")
     ap.add_argument("--gap-documents", type=int, default=0,
                     help="invented documents, each with a question on a detail it lacks and one it states")
+    ap.add_argument("--gap-varied", action="store_true",
+                    help="gap documents with more kinds of detail and several phrasings of each question")
     ap.add_argument("--validation-n", type=int, default=150,
                     help="the abstention validation sample's size (its questions are left out)")
     args = ap.parse_args(argv)
@@ -157,11 +159,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     split = json.loads(Path(args.split).read_text())
     rows = build(data, split, seed=args.seed, near_miss=args.near_miss, phase2_questions=args.phase2_questions,
                  phase2_negatives=args.phase2_negatives, replay=args.replay, validation_n=args.validation_n,
-                 gap_documents=args.gap_documents, issup_fraction=args.phase2_issup_fraction)
+                 gap_documents=args.gap_documents, issup_fraction=args.phase2_issup_fraction,
+                 gap_varied=args.gap_varied)
     write_jsonl(out / "generator_phase3.jsonl", rows)
     variants = {v: sum(r["variant"] == v for r in rows) for v in sorted({r["variant"] for r in rows})}
     summary = {"examples": len(rows), "variants": variants, "seed": args.seed, "validation_left_out": args.validation_n,
-               "gap_documents": args.gap_documents}
+               "gap_documents": args.gap_documents, "gap_varied": args.gap_varied}
     (out / "phase3.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps(summary, indent=1))
     return 0

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from cookbook.selfrag_smollm2.near_miss import near_miss_pairs, paragraph_of
 from langchain_selfrag import tokens as T
 from training.selfrag.qa_data import load_squad
@@ -38,13 +40,14 @@ def test_kept_out_questions_are_never_used_and_contrasts_are_not_reused(tmp_path
     assert paragraph_of("Paris/0/2") == "Paris/0"
 
 
-def test_gap_documents_state_what_they_answer_and_lack_what_their_gap_questions_ask():
-    from cookbook.selfrag_smollm2.gap_corpus import gap_corpus
+@pytest.mark.parametrize("varied", [False, True])
+def test_gap_documents_state_what_they_answer_and_lack_what_their_gap_questions_ask(varied: bool):
+    from cookbook.selfrag_smollm2.gap_corpus import PLACE_KINDS, gap_corpus
     from langchain_selfrag.evaluation.bio.data import data_words
 
     avoid = ["The Orlan Canal links Brevasse to Saltmere."]
-    docs = gap_corpus(60, seed=3, avoid=avoid)
-    assert [d.text for d in docs] == [d.text for d in gap_corpus(60, seed=3, avoid=avoid)]  # seeded
+    docs = gap_corpus(60, seed=3, avoid=avoid, varied=varied)
+    assert [d.text for d in docs] == [d.text for d in gap_corpus(60, seed=3, avoid=avoid, varied=varied)]  # seeded
     assert len({d.source for d in docs}) == 60 and all(d.source.endswith(".md") for d in docs)
     for doc in docs:
         assert doc.title.lower().split()[0] in doc.text.split(".")[0].lower()  # the first sentence names it
@@ -52,7 +55,8 @@ def test_gap_documents_state_what_they_answer_and_lack_what_their_gap_questions_
             assert answer in doc.text and question not in doc.gaps
         assert not set(doc.gaps) & {q for q, _ in doc.answerable}
     assert sum(bool(d.gaps) for d in docs) >= 50
-    assert not data_words(avoid) & data_words(d.title for d in docs)  # no name of the avoided corpora
+    names = data_words(d.title for d in docs) - {kind.lower() for kind in PLACE_KINDS}  # "Canal" is no name
+    assert not data_words(avoid) & names  # no invented name of the avoided corpora
 
 
 def test_gap_rows_pair_an_irrelevant_gap_question_with_a_stated_one_on_the_same_text():
@@ -69,3 +73,14 @@ def test_gap_rows_pair_an_irrelevant_gap_question_with_a_stated_one_on_the_same_
         assert gap["output"][end:] == T.UTILITY[0] and gap["output"][start:end] in doc.text  # read, not trained
         question, answer = next((q, a) for q, a in doc.answerable if q == stated["instruction"])
         assert stated["output"] == evidence + T.RELEVANT + answer + T.FULLY_SUPPORTED + T.UTILITY[4]
+
+
+def test_a_varied_gap_corpus_asks_more_kinds_of_detail_in_more_ways():
+    from cookbook.selfrag_smollm2.gap_corpus import gap_corpus
+
+    def forms(docs) -> set[str]:  # a question's form: its words before the entity's name
+        return {q.split(" the ")[0] for d in docs for q in [*(q for q, _ in d.answerable), *d.gaps]}
+
+    plain, varied = gap_corpus(200, seed=4), gap_corpus(200, seed=4, varied=True)
+    assert len(forms(varied)) > len(forms(plain)) + 10
+    assert any("How many rooms" in q for d in varied for q in d.gaps) and not any("rooms" in d.text for d in plain)

@@ -315,3 +315,25 @@ def test_squad_validation_leaves_out_later_phases_and_refuses_when_nothing_is_le
     assert {q.id for q in rest} == {q.id for q in questions} - phase1 - later and len(rest) == 2
     with pytest.raises(ValueError, match="no answerable question .* left for validation"):
         squad_questions(corpus, split, "validation", 10, 0, trained=frozenset(q.id for q in questions))
+
+
+def test_gate_fails_a_candidate_that_rejects_less_anywhere_or_loses_answers() -> None:
+    from cookbook.selfrag_smollm2.abstention import gate
+
+    def build(noise: float, unanswerable: float, squad: float, invented: float) -> dict:
+        return {"rejection_sets": ["squad_noise", "invented_unanswerable"],
+                "chosen": {"squad_noise": {"abstain_rate": noise}, "invented_unanswerable": {"abstain_rate": unanswerable},
+                           "squad": {"match": squad, "abstain_rate": 0.1},
+                           "invented_answerable": {"match": invented, "abstain_rate": 0.0}}}
+
+    result = {"shipped": build(0.75, 0.33, 0.687, 0.933),
+              "better": build(0.80, 1.00, 0.670, 0.933),  # match 0.017 lower: within MAX_LOST
+              "trade": build(0.57, 1.00, 0.707, 0.933),  # more on average, less noise-only rejection
+              "same": build(0.75, 0.33, 0.687, 0.933),
+              "loses": build(0.80, 1.00, 0.660, 0.867)}
+    verdicts = gate(result, "shipped")
+    assert verdicts["better"] == []
+    assert verdicts["trade"] == ["squad_noise rejected 0.570 < 0.750"]
+    assert verdicts["same"] == ["mean rejection 0.540 is not above 0.540"]
+    assert verdicts["loses"] == ["squad match 0.660 < 0.687 - 0.02", "invented_answerable match 0.867 < 0.933"]
+    assert "shipped" not in verdicts
