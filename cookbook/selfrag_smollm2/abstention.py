@@ -243,11 +243,14 @@ def choose(rows: Sequence[Mapping[str, Any]], rejection_sets: Sequence[str], max
         inv = r.get("invented_answerable")
         return lost <= max_lost + 1e-12 and (inv is None or inv["match"] >= base["invented_answerable"]["match"])
 
-    def rejection(r: Mapping[str, Any]) -> float:
-        return sum(r[s]["abstain_rate"] for s in rejection_sets) / len(rejection_sets)
-
     feasible = [r for r in rows if ok(r)]
-    return max(feasible, key=lambda r: (round(rejection(r), 9), -r["abstain_isrel"], -r["abstain_issup"]))
+    return max(feasible, key=lambda r: (round(mean_rejection(r, rejection_sets), 9), -r["abstain_isrel"],
+                                        -r["abstain_issup"]))
+
+
+def mean_rejection(row: Mapping[str, Any], rejection_sets: Sequence[str]) -> float:
+    """The mean abstention rate of a sweep row over ``rejection_sets`` (0 without any)."""
+    return sum(row[s]["abstain_rate"] for s in rejection_sets) / len(rejection_sets) if rejection_sets else 0.0
 
 
 def closed_book_share(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -327,7 +330,7 @@ def gate(result: Mapping[str, Mapping[str, Any]], baseline: str) -> dict[str, li
         for s in sets:
             if chosen[s]["abstain_rate"] < base[s]["abstain_rate"] - 1e-12:
                 failed.append(f"{s} rejected {chosen[s]['abstain_rate']:.3f} < {base[s]['abstain_rate']:.3f}")
-        mean = [sum(b[s]["abstain_rate"] for s in sets) / len(sets) if sets else 0.0 for b in (chosen, base)]
+        mean = [mean_rejection(b, sets) for b in (chosen, base)]
         if mean[0] <= mean[1] + 1e-12:
             failed.append(f"mean rejection {mean[0]:.3f} is not above {mean[1]:.3f}")
         for s, slack in (("squad", MAX_LOST), ("invented_answerable", 0.0)):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from langchain_selfrag.evaluation.bio.data import data_words
 
@@ -107,6 +107,15 @@ PERSON_DETAILS = (
     Detail("prize", "thing", "{e} won the {x}.", "Which prize did {e} win?"),
     Detail("works", "number", "{e} made {x} works in all.", "How many works did {e} make?"),
 )
+#: More details of a person, with rephrased questions (``varied`` corpora).
+MORE_PERSON_DETAILS = (
+    Detail("instrument", "thing", "{e} played the {x}.", "Which instrument did {e} play?",
+           ("What instrument did {e} play?",)),
+    Detail("children", "number", "{e} had {x} children.", "How many children did {e} have?",
+           ("How many children were born to {e}?",)),
+    Detail("friend", "person", "{e} wrote often to {x}.", "To whom did {e} often write?",
+           ("Who did {e} write to often?",)),
+)
 
 
 @dataclass(frozen=True)
@@ -138,21 +147,12 @@ class _Names:
         return f"{self.word(2)} {self.word(3)}"
 
 
-MORE_PERSON_DETAILS = (
-    Detail("instrument", "thing", "{e} played the {x}.", "Which instrument did {e} play?",
-           ("What instrument did {e} play?",)),
-    Detail("children", "number", "{e} had {x} children.", "How many children did {e} have?",
-           ("How many children were born to {e}?",)),
-    Detail("friend", "person", "{e} wrote often to {x}.", "To whom did {e} often write?",
-           ("Who did {e} write to often?",)),
-)
-
 #: Numbers of each numeric detail: (low, high, unit after the number).
 NUMBERS = {"length": (20, 4000, " metres"), "height": (6, 140, " metres"), "visitors": (200, 90000, ""),
            "cost": (400, 90000, " pounds"), "works": (3, 400, ""), "rooms": (3, 300, ""), "staff": (2, 900, ""),
            "children": (1, 12, "")}
-#: Answers of the ``thing`` details that are drawn from a list.
-THINGS = {"tree": ("oak", "ash", "yew", "elm", "birch", "alder"),
+#: Answers of the details that are drawn from a list.
+THINGS = {"profession": PROFESSIONS, "material": MATERIALS, "tree": ("oak", "ash", "yew", "elm", "birch", "alder"),
           "goods": ("cheese", "rope", "candles", "wool", "honey", "lace"),
           "gate": ("green", "blue", "red", "black", "white", "yellow"),
           "instrument": ("cello", "harp", "organ", "flute", "violin", "oboe")}
@@ -163,10 +163,6 @@ def _value(detail: Detail, names: _Names, rng: random.Random) -> str:
         return f"{names.word(2)} Academy"
     if detail.key == "prize":
         return f"{names.word(2)} Prize"
-    if detail.key == "profession":
-        return rng.choice(PROFESSIONS)
-    if detail.key == "material":
-        return rng.choice(MATERIALS)
     if detail.key in THINGS:
         return rng.choice(THINGS[detail.key])
     if detail.kind == "number":
@@ -177,12 +173,14 @@ def _value(detail: Detail, names: _Names, rng: random.Random) -> str:
     return names.person() if detail.kind == "person" else names.word(2)
 
 
-def _details(person: bool, varied: bool) -> list[Detail]:
-    base = PERSON_DETAILS if person else PLACE_DETAILS
-    if not varied:
-        return list(base)
-    more = MORE_PERSON_DETAILS if person else MORE_PLACE_DETAILS
-    return [Detail(d.key, d.kind, d.sentence, d.question, REPHRASINGS.get(d.key, ())) for d in base] + list(more)
+def _varied(base: Sequence[Detail], more: Sequence[Detail]) -> tuple[Detail, ...]:
+    return (*(replace(d, rephrasings=REPHRASINGS.get(d.key, ())) for d in base), *more)
+
+
+#: (person?, varied?) -> the details a document draws from.
+DETAILS = {(False, False): PLACE_DETAILS, (True, False): PERSON_DETAILS,
+           (False, True): _varied(PLACE_DETAILS, MORE_PLACE_DETAILS),
+           (True, True): _varied(PERSON_DETAILS, MORE_PERSON_DETAILS)}
 
 
 def gap_document(rng: random.Random, names: _Names, stated: int = 4, varied: bool = False) -> GapDocument:
@@ -190,7 +188,7 @@ def gap_document(rng: random.Random, names: _Names, stated: int = 4, varied: boo
     unstated details whose answer is of a kind the document states (the tempting near misses).
     ``varied``: more kinds of detail, each question in one of several phrasings."""
     person = rng.random() < 0.3
-    details = _details(person, varied)
+    details = list(DETAILS[person, varied])
     ask = rng if varied else None
     entity = names.person() if person else f"the {names.word(2)} {rng.choice(PLACE_KINDS)}"
     chosen = rng.sample(details, stated)
