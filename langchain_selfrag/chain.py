@@ -10,13 +10,16 @@ Per-call knobs: ``config={"configurable": {<SelfRAGConfig field>: value}}``.
 
 Output (the contract the evaluation harness relies on)::
 
-    {"answer": str, "abstained": bool, "abstain_reason": str | None, "retrieved": bool,
+    {"answer": str, "abstained": bool, "abstain_reason": str | None, "confidence": float | None,
+     "retrieved": bool,
      "retrieve_probability": float | None, "passages": list[Document], "citations": list[Document],
      "trace": [{"passage": int | None, "text": str, "isrel", "issup", "isuse": float | None,
                 "seq_prob": float, "score": float, "dropped": bool, "selected": bool, ...}],
      "claims": [{"text": str, "p": float, "kept": bool}], "expected_utility": float | None,
      "restraint": dict | None, "approximate": bool, "approximate_reason": str | None}
 
+``confidence`` is the lowest IsRel x IsSup of the selected answer's evidence candidates (None for an
+answer without evidence), also when the run abstained: it ranks answers for a risk-coverage curve.
 ``claims``, ``expected_utility`` and ``restraint`` are filled by self-restraint (``rho`` set, see
 :mod:`langchain_selfrag.restraint`); without it they are ``[]``, None and None.
 
@@ -50,14 +53,14 @@ from langgraph.errors import GraphRecursionError
 from .config import SelfRAGConfig
 from .errors import InvalidInputError, StepBudgetExceededError
 from .graph import SelfRAGContext, compile_graph
-from .graph.context import split_settings
+from .graph.context import split_settings, with_model_bars
 from .lm.protocol import approximation
 from .retrieval import as_source
 
 #: Keys a dict input may have.
 INPUT_KEYS = ("question", "instruction", "options", "passages")
 #: Keys of every output, in order.
-OUTPUT_KEYS = ("answer", "abstained", "abstain_reason", "retrieved", "retrieve_probability", "passages",
+OUTPUT_KEYS = ("answer", "abstained", "abstain_reason", "confidence", "retrieved", "retrieve_probability", "passages",
                "citations", "trace", "claims", "expected_utility", "restraint", "approximate", "approximate_reason")
 #: Name of the custom callback events that carry critiques.
 EVENT_NAME = "selfrag"
@@ -114,10 +117,10 @@ class SelfRAGChain(Runnable[Any, dict[str, Any]]):
     ) -> None:
         if lm is None:
             raise TypeError("SelfRAGChain needs a reflection LM (langchain_selfrag.lm.load_reflection_lm)")
-        self.context = SelfRAGContext(lm=lm, retriever=as_source(retriever), config=config or SelfRAGConfig(),
-                                      retriever_timeout=retriever_timeout, max_question_chars=max_question_chars,
-                                      claim_splitter=claim_splitter, claim_scorer=claim_scorer,
-                                      rewrite=rewrite, fallback_retriever=as_source(fallback_retriever))
+        self.context = with_model_bars(SelfRAGContext(
+            lm=lm, retriever=as_source(retriever), config=config or SelfRAGConfig(),
+            retriever_timeout=retriever_timeout, max_question_chars=max_question_chars, claim_splitter=claim_splitter,
+            claim_scorer=claim_scorer, rewrite=rewrite, fallback_retriever=as_source(fallback_retriever)))
         self.graph = compile_graph()
 
     @classmethod

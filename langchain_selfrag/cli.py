@@ -37,6 +37,7 @@ def result_to_json(out: dict[str, Any], **extra: Any) -> dict[str, Any]:
         "answer": out["answer"],
         "abstained": out["abstained"],
         "abstain_reason": out["abstain_reason"],
+        "confidence": out.get("confidence"),
         "retrieved": out["retrieved"],
         "retrieve_probability": out["retrieve_probability"],
         "citations": [_doc_json(d) for d in out["citations"]],
@@ -215,6 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
         register = None
     if register is not None:
         register(sub)
+    from .calibrate.cli import register as register_calibrate
+
+    register_calibrate(sub)
     return parser
 
 

@@ -26,7 +26,8 @@ def _knob(default: Any, help: str, **cli: Any) -> Any:
 
 @dataclass(frozen=True)
 class SelfRAGConfig:
-    """Knobs of one Self-RAG run; defaults are the paper's, except abstention (see :meth:`paper`).
+    """Knobs of one Self-RAG run; defaults are the paper's, except abstention (see :meth:`paper`), whose
+    bars default to the model's own calibration (:mod:`langchain_selfrag.abstention`).
 
     Each field documents itself in its ``help`` metadata, which is also the help of the field's
     ``selfrag ask`` flag (:mod:`langchain_selfrag.config_flags` generates the flags from the fields):
@@ -47,14 +48,15 @@ class SelfRAGConfig:
     max_new_tokens: int = _knob(100, "token budget of one generated segment")
     step_budget: int = _knob(
         64, "hard cap on graph steps (LangGraph recursion limit); never an unbounded loop")
-    abstain_isrel: float = _knob(
-        0.6, "abstention bar of a run that retrieved: abstain when no retrieved passage reaches this IsRel "
-        "(no passage is relevant); 0 turns it off. Chosen on validation data (SQuAD articles outside the "
-        "held-out ones, an invented corpus and its unanswerable questions): see "
-        "cookbook/selfrag_smollm2/abstention.py and its result abstention_thresholds.json")
-    abstain_issup: float = _knob(
-        0.1, "abstention bar of a run that retrieved: abstain when the selected answer's IsSup is below this "
-        "(its passage does not support it); 0 turns it off. Chosen with abstain_isrel")
+    abstain_isrel: float | None = _knob(
+        None, "abstention bar of a run that retrieved: abstain when no retrieved passage reaches this IsRel "
+        "(no passage is relevant); 0 turns it off. None: the model's own bar, from the calibration it ships or "
+        "was fitted with (selfrag calibrate; langchain_selfrag.abstention), else 0.5, the model's own "
+        "[Relevant] vs [Irrelevant] decision")
+    abstain_issup: float | None = _knob(
+        None, "abstention bar of a run that retrieved: abstain when the selected answer's IsSup is below this "
+        "(its passage does not support it); 0 turns it off. None: the model's own bar (see abstain_isrel), "
+        "else 0.25")
     closed_set: bool = _knob(False, "aggregate identical answers across passages (options / true-false tasks)")
     max_passage_tokens: int | None = _knob(
         None, "cap on the tokens of one passage's text in an evidence prompt; longer passages are cut with the "
@@ -108,7 +110,9 @@ class SelfRAGConfig:
             raise ConfigError(f"rho must be None or a number with 0 <= rho < 1, not {rho!r}")
         for name in ("threshold", "abstain_isrel", "abstain_issup"):
             value = getattr(self, name)
-            if not 0.0 <= float(value) <= 1.0:
+            if value is None and name != "threshold":
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
                 raise ConfigError(f"{name} must lie in [0, 1], not {value!r}")
 
     @property

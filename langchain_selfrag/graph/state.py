@@ -32,6 +32,7 @@ class OutputState(TypedDict):
     answer: str
     abstained: bool
     abstain_reason: str | None
+    confidence: float | None
     retrieved: bool
     retrieve_probability: float | None
     passages: list[Document]

@@ -51,6 +51,8 @@ class TransformersReflectionLM(ReflectionLMBase):
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         if dtype is None:
             dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
+        #: the model file, folder or hub id (what a per-model calibration is keyed by), None for a loaded model
+        self.model_path = str(model) if isinstance(model, (str, os.PathLike)) else None
         if isinstance(model, (str, os.PathLike)):
             path = Path(model)
             if path.suffix == ".gguf" and path.is_file():

@@ -18,6 +18,15 @@ from langchain_core.language_models import FakeListChatModel
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.tools import tool
 
+import pytest
+
+from langchain_selfrag.abstention import (
+    BUNDLED_FILE,
+    DEFAULT_BARS,
+    AbstentionCalibration,
+    CalibrationError,
+    sidecar_path,
+)
 from langchain_selfrag.chain import SelfRAGChain
 from langchain_selfrag.config import SelfRAGConfig
 from langchain_selfrag.evaluation.qa import abstention as A
@@ -58,15 +67,36 @@ def clock_lm(**kw: Any) -> FakeReflectionLM:
 
 
 # -- the defaults and the paper preset ------------------------------------------------------------
-def test_defaults_are_the_validated_thresholds_and_paper_never_abstains_on_evidence() -> None:
-    chosen = json.loads(THRESHOLDS.read_text())
+def test_bars_default_to_the_models_calibration_and_paper_never_abstains_on_evidence(tmp_path: Path) -> None:
     cfg = SelfRAGConfig()
-    assert (cfg.abstain_isrel, cfg.abstain_issup, cfg.abstain_closed_book) == (
-        chosen["abstain_isrel"], chosen["abstain_issup"], chosen["abstain_closed_book"])
-    assert cfg.abstain_isrel > 0 and cfg.abstain_closed_book
+    assert (cfg.abstain_isrel, cfg.abstain_issup, cfg.abstain_closed_book) == (None, None, True)
+    # the bundled model's calibration holds the validated thresholds, for the bundled model's file only
+    chosen = json.loads(THRESHOLDS.read_text())
+    shipped = AbstentionCalibration.load(THRESHOLDS.with_name(BUNDLED_FILE))
+    assert shipped.bars == {"abstain_isrel": chosen["abstain_isrel"], "abstain_issup": chosen["abstain_issup"]}
+    bundled_lm = clock_lm()
+    bundled_lm.model_path = str(tmp_path / shipped.model)
+    assert SelfRAGChain(bundled_lm, bm25()).config.abstain_isrel == chosen["abstain_isrel"]
+    other = clock_lm()
+    other.model_path = str(tmp_path / "someone-elses-model.gguf")
+    assert (SelfRAGChain(other, bm25()).config.abstain_isrel, SelfRAGChain(other, bm25()).config.abstain_issup) == (
+        DEFAULT_BARS["abstain_isrel"], DEFAULT_BARS["abstain_issup"])
+    # a calibration beside the model file wins; explicit bars win over both
+    AbstentionCalibration("someone-elses-model.gguf", 0.35, 0.05).save(sidecar_path(other.model_path))
+    assert SelfRAGChain(other, bm25()).config.abstain_isrel == 0.35
+    assert SelfRAGChain(other, bm25(), SelfRAGConfig(abstain_isrel=0.9)).config.abstain_isrel == 0.9
     paper = SelfRAGConfig.paper()
     assert (paper.abstain_isrel, paper.abstain_issup, paper.abstain_closed_book) == (0.0, 0.0, False)
+    assert SelfRAGChain(other, bm25(), paper).config.abstain_isrel == 0.0
     assert SelfRAGConfig.paper(k=2).k == 2 and SelfRAGConfig.paper(k=2).abstain_isrel == 0.0
+
+
+def test_a_calibration_fitted_for_another_file_is_an_error(tmp_path: Path) -> None:
+    lm = clock_lm()
+    lm.model_path = str(tmp_path / "mine.gguf")
+    AbstentionCalibration("theirs.gguf", 0.4, 0.1).save(sidecar_path(lm.model_path))
+    with pytest.raises(CalibrationError, match="fitted for theirs.gguf"):
+        SelfRAGChain(lm, bm25())
 
 
 def test_abstains_by_default_when_no_passage_is_relevant_and_paper_answers() -> None:
@@ -75,7 +105,7 @@ def test_abstains_by_default_when_no_passage_is_relevant_and_paper_answers() -> 
     assert out["abstained"] and out["answer"] == ABSTAIN_ANSWER and out["citations"] == []
     assert "judged relevant" in out["abstain_reason"] and "IsRel >=" in out["abstain_reason"]
     chosen = [t for t in out["trace"] if t["chosen"]]
-    assert len(chosen) == 1 and not chosen[0]["selected"] and chosen[0]["isrel"] < SelfRAGConfig().abstain_isrel
+    assert len(chosen) == 1 and not chosen[0]["selected"] and chosen[0]["isrel"] < DEFAULT_BARS["abstain_isrel"]
     paper = SelfRAGChain(clock_lm(), bm25(), SelfRAGConfig.paper()).invoke(question)
     assert not paper["abstained"] and paper["answer"] == "A guess."
     answered = SelfRAGChain(clock_lm(), bm25()).invoke("What is the bell of the Dunmore Clock called?")
@@ -111,9 +141,11 @@ def test_offline_sweep_reproduces_the_graph_decision() -> None:
         for q in questions:
             for cfg in (SelfRAGConfig(), SelfRAGConfig(abstain_issup=0.5), SelfRAGConfig(abstain_isrel=0.99)):
                 paper = SelfRAGChain(lm, bm25(), SelfRAGConfig.paper()).invoke(q)
-                online = SelfRAGChain(lm, bm25(), cfg).invoke(q)
-                offline = A.would_abstain(A.signals(paper), cfg.abstain_isrel, cfg.abstain_issup,
-                                          cfg.abstain_closed_book)
+                chain = SelfRAGChain(lm, bm25(), cfg)
+                online = chain.invoke(q)
+                bars = chain.config  # None bars filled with the model's (here the documented defaults)
+                offline = A.would_abstain(A.signals(paper), bars.abstain_isrel, bars.abstain_issup,
+                                          bars.abstain_closed_book)
                 assert offline == online["abstained"], (q, cfg, online["abstain_reason"])
 
 

@@ -8,6 +8,7 @@ import re
 import pytest
 from eval_rows import run_eval
 
+from langchain_selfrag.abstention import DEFAULT_BARS
 from langchain_selfrag.evaluation import cli
 from langchain_selfrag.evaluation.qa.systems import SYSTEMS
 from langchain_selfrag.fakes import FakeReflectionLM, FakeSegment
@@ -188,7 +189,7 @@ def test_threshold_flag_reaches_the_chain(monkeypatch, dataset, tmp_path):
     )
     report = json.loads((out / "report.json").read_text())
     assert report["systems"]["selfrag_adaptive"]["metrics"]["retrieval_frequency"] == 0.0  # p=0.9 < 0.95
-    assert report["run"]["settings"] == {"k": 5, "threshold": 0.95}
+    assert report["run"]["settings"] == {"k": 5, "threshold": 0.95, **DEFAULT_BARS}  # the model has no calibration
 
 
 def test_select_examples():

@@ -23,6 +23,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from ... import tokens as T
+from ...abstention import DEFAULT_BARS, bars_for
 from ...config import SelfRAGConfig
 from ...prompts import build_instruction, format_prompt
 from ...retrieval import default_embeddings
@@ -30,6 +31,7 @@ from ...scoring import retrieve_probability
 from ..common.cache import CachingLM
 from ..common.errors import EvalError
 from ..common.records import read_records, repair_records
+from ..common.selective import Outcome, plot_risk_coverage, trust_report
 from . import abstention as A
 from . import metrics as M
 from . import sweeps as S
@@ -57,6 +59,7 @@ class EvalOptions:
     model_name: str = ""
     cache: bool = True
     negative_rejection: bool = False
+    bootstrap: int = 1000
 
 
 #: Suffix of a system's noise-only run (negative rejection).
@@ -129,7 +132,7 @@ def run_evaluation(
         "format": dataset.format,
         "model": options.model_name,
         "retrieval": retrieval,
-        "settings": {"k": options.k, **options.overrides,
+        "settings": {"k": options.k, **bars_for(lm)[0], **options.overrides,
                      **({"negative_rejection": True} if options.negative_rejection else {})},
         "corpus": corpus_key(dataset.corpus) if retrieval == "pooled" else None,
     }
@@ -263,9 +266,38 @@ def build_report(
         records = [r for i, r in done.get(spec.name + NOISE, {}).items() if i in ids]
         systems[spec.name]["metrics"]["negative_rejection"] = M.mean(float(bool(r.get("abstained"))) for r in records)
         systems[spec.name]["n_noise"] = len(records)
+    for spec in options.systems:
+        if spec.kind == "chain":
+            items = trust_outcomes(examples, done[spec.name], done.get(spec.name + NOISE, {}))
+            if items:
+                systems[spec.name]["trust"] = trust_report(items, n_resamples=options.bootstrap)
     if options.sweeps:
         _add_sweeps(report, examples, done, options, lm)
     return report
+
+
+def trust_outcomes(examples: Sequence[Example], normal: Mapping[str, Mapping[str, Any]],
+                   noise: Mapping[str, Mapping[str, Any]]) -> list[Outcome]:
+    """One chain system's runs as selective-QA outcomes: its answerable questions (right = the answer,
+    or the one it would have given when it abstained, matches a gold answer), the data set's
+    unanswerable questions and its noise-only runs (never right when answered); the chain's own
+    ``confidence`` ranks them."""
+    items = []
+    for ex in examples:
+        if ex.options:
+            continue
+        record = normal.get(ex.id)
+        if record is not None and (ex.answers or ex.answerable is False):
+            items.append(_outcome(record, ex.answers, answerable=bool(ex.answers)))
+        if ex.id in noise:
+            items.append(_outcome(noise[ex.id], ex.answers, answerable=False))
+    return items
+
+
+def _outcome(record: Mapping[str, Any], answers: Sequence[str], *, answerable: bool) -> Outcome:
+    right = answerable and bool(M.match(A.chosen_text(record), answers))
+    return Outcome(answerable=answerable, answered=not record.get("abstained"), right=right,
+                   confidence=record.get("confidence"))
 
 
 def abstention_sweep(examples: Sequence[Example], normal: Mapping[str, Mapping[str, Any]],
@@ -343,11 +375,15 @@ def save_plots(report: Mapping[str, Any], out: Path) -> list[str]:
     if sweeps.get("issup_weight"):
         S.plot_issup(sweeps["issup_weight"], out / "sweep_issup.png", f"{name}: IsSup weight")
         written.append("sweep_issup.png")
+    trust = {name: entry["trust"] for name, entry in report["systems"].items() if entry.get("trust")}
+    if trust:
+        plot_risk_coverage(trust, out / "risk_coverage.png", f"{name}: risk-coverage (the chain's confidence)")
+        written.append("risk_coverage.png")
     if sweeps.get("abstention"):
         settings = report["run"].get("settings") or {}
         A.plot_sweep(sweeps["abstention"], "answerable", ["noise_only"], out / "sweep_abstention.png",
-                     issup_bar=float(settings.get("abstain_issup", SelfRAGConfig().abstain_issup)),
-                     chosen=float(settings.get("abstain_isrel", SelfRAGConfig().abstain_isrel)),
+                     issup_bar=float(settings.get("abstain_issup", DEFAULT_BARS["abstain_issup"])),
+                     chosen=float(settings.get("abstain_isrel", DEFAULT_BARS["abstain_isrel"])),
                      title=f"{name}: abstention bars ({sweeps['abstention_source']})")
         written.append("sweep_abstention.png")
     return written

@@ -140,6 +140,7 @@ def prediction_record(
         "answer": answer,
         "abstained": abstained,
         "abstain_reason": output.get("abstain_reason"),
+        "confidence": output.get("confidence"),
         "retrieved": bool(output.get("retrieved")),
         "retrieve_probability": output.get("retrieve_probability"),
         "latency_s": latency_s,

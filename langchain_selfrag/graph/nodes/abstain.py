@@ -13,6 +13,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from ...abstention import DEFAULT_BARS
 from ..context import SelfRAGContext
 from ..state import SelfRAGState
 from .common import emit, has_source
@@ -41,13 +42,20 @@ def reason_to_abstain(state: Mapping[str, Any], ctx: SelfRAGContext, chosen: lis
     if not state.get("retrieval_attempted"):
         return _closed_book_reason(state, ctx)
     if bars_set(cfg):
-        return evidence_reason(trace, chosen, cfg.abstain_isrel, cfg.abstain_issup)
+        return evidence_reason(trace, chosen, bar(cfg, "abstain_isrel"), bar(cfg, "abstain_issup"))
     return None
+
+
+def bar(cfg: Any, name: str) -> float:
+    """The abstention bar ``name`` of ``cfg``; one left at None (the context had no model to take it
+    from) is the documented default (:data:`langchain_selfrag.abstention.DEFAULT_BARS`)."""
+    value = getattr(cfg, name)
+    return DEFAULT_BARS[name] if value is None else float(value)
 
 
 def bars_set(cfg: Any) -> bool:
     """An abstention bar (``abstain_isrel`` or ``abstain_issup``) is set."""
-    return cfg.abstain_isrel > 0 or cfg.abstain_issup > 0
+    return bar(cfg, "abstain_isrel") > 0 or bar(cfg, "abstain_issup") > 0
 
 
 def retrieved_and_kept(cand: Mapping[str, Any]) -> bool:
@@ -84,6 +92,17 @@ def answer_support(chosen: Sequence[Mapping[str, Any]]) -> float:
     return min((c.get("issup") or 0.0 for c in evidence), default=0.0)
 
 
+def answer_confidence(chosen: Sequence[Mapping[str, Any]]) -> float | None:
+    """The model's confidence that the selected answer is grounded: the lowest IsRel x IsSup of its
+    candidates generated from a passage (the probability that the passage is relevant *and* supports
+    the answer, read from the two reflection tokens; long form: its weakest segment). None for an
+    answer given without evidence. Ranks answers for the risk-coverage curve (``selfrag eval``)."""
+    evidence = [c for c in chosen if c.get("passage") is not None]
+    if not evidence:
+        return None
+    return min((c.get("isrel") or 0.0) * (c.get("issup") or 0.0) for c in evidence)
+
+
 def evidence_reason(trace: Sequence[Mapping[str, Any]], chosen: Sequence[Mapping[str, Any]],
                     isrel_bar: float, issup_bar: float) -> str | None:
     """Why a run that retrieved must abstain at these bars, or None (pure: also used offline by
@@ -110,7 +129,7 @@ def evidence_reason(trace: Sequence[Mapping[str, Any]], chosen: Sequence[Mapping
 def relevance_bar(cfg: Any) -> float:
     """The IsRel a passage needs to count as relevant: ``abstain_isrel``, or when that is 0, the
     model's own judgement (p([Relevant]) > 1/2)."""
-    return cfg.abstain_isrel if cfg.abstain_isrel > 0 else 0.5
+    return bar(cfg, "abstain_isrel") if bar(cfg, "abstain_isrel") > 0 else 0.5
 
 
 def says_something(cand: Mapping[str, Any]) -> bool:
@@ -120,7 +139,7 @@ def says_something(cand: Mapping[str, Any]) -> bool:
 
 def _meets_isrel_bar(cand: Mapping[str, Any], cfg: Any) -> bool:
     """A retrieved, kept candidate whose passage reaches ``abstain_isrel``."""
-    return retrieved_and_kept(cand) and (cand.get("isrel") or 0.0) >= cfg.abstain_isrel
+    return retrieved_and_kept(cand) and (cand.get("isrel") or 0.0) >= bar(cfg, "abstain_isrel")
 
 
 def bars_settled(state: Mapping[str, Any], ctx: SelfRAGContext, trace: Sequence[Mapping[str, Any]]) -> bool:
@@ -134,6 +153,6 @@ def bars_settled(state: Mapping[str, Any], ctx: SelfRAGContext, trace: Sequence[
         return False
     if not bars_set(cfg):
         return True
-    if cfg.abstain_issup <= 0 and any(_meets_isrel_bar(c, cfg) for c in candidates_of(trace)):
+    if bar(cfg, "abstain_issup") <= 0 and any(_meets_isrel_bar(c, cfg) for c in candidates_of(trace)):
         return True
     return not attempted and (cfg.mode == "never" or not has_source(state, ctx))

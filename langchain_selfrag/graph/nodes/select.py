@@ -12,7 +12,7 @@ from ... import scoring as S
 from ...lm.protocol import approximation
 from ..context import SelfRAGContext
 from ..state import SelfRAGState
-from .abstain import reason_to_abstain, says_something
+from .abstain import answer_confidence, reason_to_abstain, says_something
 from .citations import segment_texts, short_citations
 from .common import context_of, emit
 from .corrective import with_round_entries
@@ -118,5 +118,6 @@ def select(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, A
         "trace": trace,
         "abstained": False,
         "abstain_reason": None,
+        "confidence": answer_confidence(chosen),
         "pending_abstain": reason,
     }

@@ -1,0 +1,373 @@
+"""Trust suite: on several kinds of text, does the chain answer what the documents state and abstain on
+what they do not?
+
+Kinds (``benchmarks/trust/``): ``docs`` (package READMEs as published on PyPI: markdown and
+reStructuredText with badges, links and code, written by other people), ``news`` (news reports of
+invented events), ``invented`` (short invented fact sheets: the project's two invented corpora) and
+``squad`` (SQuAD 2.0 Wikipedia articles from ``../shared/data``; skipped without it). Each kind has a
+``validation`` part (for choices) and a ``test`` part (used for none), on different documents.
+
+Parts of each kind: ``answerable`` (the answer is stated in one document; right = a gold answer in
+the answer *and* that document cited), ``near_miss`` (asks a document's own subject a detail it does
+not state; right = abstained), ``off_topic`` (real-world questions no document answers; right =
+abstained), and for ``squad`` also ``unanswerable`` (SQuAD 2.0's unanswerable questions of the same
+articles) and ``noise_only`` (answerable questions whose retrieved passages are filtered to those
+holding no gold answer, RGB's noise-only test; right = abstained).
+
+Everything goes through the README's path: the kind's documents are indexed by ``selfrag index`` into
+a fresh embedded Chroma store, opened with ``open_store`` and asked through
+``SelfRAGChain.from_retriever(lm, store)`` with the default config (or ``--paper``). Each run's
+answer, abstention, citations and critique trace go to ``OUT/records.jsonl`` (resumable); the
+summary (per kind and part, and the selective-QA figures of
+:mod:`langchain_selfrag.evaluation.common.selective` with bootstrap intervals) goes to
+``OUT/summary.json`` and a risk-coverage plot to ``OUT/risk_coverage.png``::
+
+    python benchmarks/trust_suite.py --split validation --out runs/trust/v4-validation
+    python benchmarks/trust_suite.py --split test --out runs/trust/v4-test --json benchmarks/results/trust_suite.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+
+from langchain_selfrag.evaluation.common.selective import (
+    Outcome,
+    plot_risk_coverage,
+    selective_accuracy_at,
+    trust_report,
+)
+from langchain_selfrag.evaluation.qa import abstention as A
+from langchain_selfrag.evaluation.qa.metrics import normalize_answer
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+SUITE = HERE / "trust"
+KINDS = ("docs", "news", "invented", "squad")
+SPLITS = ("validation", "test")
+#: The invented fact sheets: the project's invented corpora (validation chose the abstention bars of v4).
+INVENTED = {"validation": ROOT / "cookbook" / "selfrag_smollm2" / "data" / "abstention_validation_corpus.json",
+            "test": ROOT / "tests" / "data" / "invented_corpus.json"}
+#: SQuAD 2.0 articles of ../shared/data/squad2_dev_half.json: the bundled model's four held-out
+#: articles are the test part; two of its training articles, left out of later training, validate.
+SQUAD_ARTICLES = {"validation": ("Packet_switching", "1973_oil_crisis"),
+                  "test": ("Computational_complexity_theory", "Harvard_University", "Normans", "Warsaw")}
+#: Parts whose right outcome is an abstention.
+ABSTAIN_PARTS = ("near_miss", "off_topic", "unanswerable", "noise_only")
+#: Acceptance bars of the trust issue, per part (share right).
+BARS = {"answerable": 0.7, "near_miss": 0.7, "off_topic": 0.9}
+
+
+# --- corpora -------------------------------------------------------------------------------------
+
+def suite_questions(kind: str, split: str, data: Path | None, n_squad: int, seed: int) -> tuple[dict[str, str], list[dict]]:
+    """``(documents, questions)`` of one kind and split: file name -> text, and question records
+    ``{part, question, answers, source}``; the off-topic questions are the split's shared list."""
+    off_topic = json.loads((SUITE / "off_topic.json").read_text())[split]
+    questions = [{"part": "off_topic", "question": q, "answers": [], "source": None} for q in off_topic]
+    if kind in ("docs", "news"):
+        folder = SUITE / kind / split
+        docs = {p.name: p.read_text(encoding="utf-8") for p in sorted(folder.iterdir()) if p.is_file()}
+        spec = json.loads((SUITE / kind / "questions.json").read_text())[split]
+        for part in ("answerable", "near_miss"):
+            questions += [{"part": part, "answers": q.get("answers", []), **q} for q in spec[part]]
+        return docs, questions
+    if kind == "invented":
+        corpus = json.loads(INVENTED[split].read_text())
+        docs = {d["source"]: d["text"] + "\n" for d in corpus["documents"]}
+        questions += [{"part": "answerable", **q} for q in corpus["answerable"]]
+        questions += [{"part": "near_miss", "question": q, "answers": [], "source": None}
+                      for q in corpus["unanswerable_invented"]]
+        return docs, questions
+    if kind == "squad":
+        return squad_questions(split, data, n_squad, seed, questions)
+    raise SystemExit(f"unknown kind {kind!r}; known: {', '.join(KINDS)}")
+
+
+def squad_questions(split: str, data: Path | None, n: int, seed: int, questions: list[dict]) -> tuple[dict[str, str], list[dict]]:
+    """One file per article (its paragraphs, blank-line separated); a seeded sample of ``n`` answerable
+    and ``n // 2`` unanswerable questions; the answerable ones again as ``noise_only``."""
+    path = (data or Path()) / "squad2_dev_half.json"
+    if data is None or not path.is_file():
+        raise FileNotFoundError(f"{path} not found (the squad kind needs ../shared/data)")
+    articles = {a["title"]: a for a in json.loads(path.read_text())["data"] if a["title"] in SQUAD_ARTICLES[split]}
+    docs, answerable, unanswerable = {}, [], []
+    for title, art in sorted(articles.items()):
+        source = f"{title}.txt"
+        docs[source] = "\n\n".join(p["context"].strip() for p in art["paragraphs"]) + "\n"
+        for p in art["paragraphs"]:
+            for qa in p["qas"]:
+                if qa.get("is_impossible"):
+                    unanswerable.append({"part": "unanswerable", "question": qa["question"], "answers": [],
+                                         "source": source})
+                else:
+                    golds = sorted({a["text"] for a in qa["answers"]})
+                    answerable.append({"part": "answerable", "question": qa["question"], "answers": golds,
+                                       "source": source})
+    rng = random.Random(seed)
+    rng.shuffle(answerable)
+    rng.shuffle(unanswerable)
+    answerable, unanswerable = answerable[:n], unanswerable[: n // 2]
+    noise = [{**q, "part": "noise_only"} for q in answerable]
+    return docs, questions + answerable + unanswerable + noise
+
+
+# --- the chain ------------------------------------------------------------------------------------
+
+class NoiseOnlyRetriever(BaseRetriever):
+    """The store's passages for a question with every passage holding a gold answer removed (RGB's
+    noise-only setting): asks the store for ``depth`` passages and keeps the first ``k`` clean ones."""
+
+    store: Any
+    answers: list[str]
+    k: int = 5
+    depth: int = 40
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+        golds = [g for g in (normalize_answer(a) for a in self.answers) if g]
+        docs = self.store.similarity_search(query, k=self.depth)
+        return [d for d in docs if not any(g in normalize_answer(d.page_content) for g in golds)][: self.k]
+
+
+def index_folder(docs: Mapping[str, str], folder: Path) -> Path:
+    """Write the documents as files and index them with ``selfrag index``; the store's path."""
+    from langchain_selfrag.cli import main as selfrag_main
+
+    src = folder / "docs"
+    src.mkdir(parents=True, exist_ok=True)
+    for name, text in docs.items():
+        (src / name).write_text(text, encoding="utf-8")
+    store = folder / "store"
+    if selfrag_main(["index", str(src), "--store", str(store), "--quiet"]) != 0:
+        raise SystemExit(f"selfrag index failed for {src}")
+    return store
+
+
+def source_of(doc: Document) -> str:
+    return Path(str((doc.metadata or {}).get("source", ""))).name
+
+
+def record(q: Mapping[str, Any], out: Mapping[str, Any]) -> dict[str, Any]:
+    """What the summary needs of one run: the answer, the abstention, what was cited and the trace
+    (each candidate's passage source, text, IsRel, IsSup, score and whether ``select`` chose it)."""
+    passages = list(out.get("passages") or [])
+    trace = []
+    for t in out.get("trace") or []:
+        if t.get("kind", "candidate") != "candidate":
+            continue
+        idx = t.get("passage")
+        trace.append({"source": source_of(passages[idx]) if isinstance(idx, int) and idx < len(passages) else None,
+                      "passage": idx, "text": t.get("text", ""), "isrel": t.get("isrel"), "issup": t.get("issup"),
+                      "isuse": t.get("isuse"), "score": t.get("score"), "chosen": bool(t.get("chosen")),
+                      "dropped": bool(t.get("dropped"))})
+    return {**dict(q), "signals": A.signals(out), "answer": out.get("answer", ""), "abstained": bool(out.get("abstained")),
+            "reason": out.get("abstain_reason"), "retrieved": bool(out.get("retrieved")),
+            "retrieve_probability": out.get("retrieve_probability"), "confidence": out.get("confidence"),
+            "cited": [source_of(d) for d in out.get("citations") or []], "trace": trace}
+
+
+def key(r: Mapping[str, Any]) -> tuple:
+    return (r["kind"], r["split"], r["part"], r["question"])
+
+
+def run_kind(kind: str, split: str, args: argparse.Namespace, lm: Any, out_file: Path, done: set) -> int:
+    """Index one kind's documents and ask all its questions; appends one JSONL line per run."""
+    from tqdm import tqdm
+
+    from langchain_selfrag import SelfRAGChain
+    from langchain_selfrag.config import SelfRAGConfig
+    from langchain_selfrag.retrieval import open_store
+
+    try:
+        docs, questions = suite_questions(kind, split, Path(args.data) if args.data else None, args.n_squad, args.seed)
+    except FileNotFoundError as exc:
+        print(f"skipping {kind}: {exc}", file=sys.stderr)
+        return 0
+    todo = [q for q in questions if (kind, split, q["part"], q["question"]) not in done]
+    if not todo:
+        return 0
+    config = SelfRAGConfig.paper() if args.paper else SelfRAGConfig()
+    with tempfile.TemporaryDirectory() as tmp:
+        store = open_store(index_folder(docs, Path(tmp)))
+        chain = SelfRAGChain(lm, store, config)
+        with out_file.open("a", encoding="utf-8") as fh:
+            for q in tqdm(todo, desc=f"{kind}/{split}", file=sys.stderr):
+                if q["part"] == "noise_only":
+                    retriever = NoiseOnlyRetriever(store=store, answers=q["answers"], k=config.k)
+                    out = SelfRAGChain(lm, retriever, config).invoke(q["question"])
+                else:
+                    out = chain.invoke(q["question"])
+                fh.write(json.dumps({"kind": kind, "split": split, **record(q, out)}) + "\n")
+                fh.flush()
+    return len(todo)
+
+
+# --- scoring ---------------------------------------------------------------------------------------
+
+def answer_right(r: Mapping[str, Any], answer: str, cited: Iterable[str]) -> bool:
+    """A gold answer occurs in the answer (SQuAD normalisation) and the gold document is cited."""
+    text = normalize_answer(answer or "")
+    return (any((g := normalize_answer(a)) and g in text for a in r.get("answers") or [])
+            and (r.get("source") is None or r["source"] in set(cited)))
+
+
+def chosen_candidate(r: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    chosen = [t for t in r["trace"] if t.get("chosen")]
+    return chosen[0] if chosen else None
+
+
+def would_be_answer(r: Mapping[str, Any]) -> tuple[str, list[str]]:
+    """The answer and citations the run gave, or would have given had it not abstained (the chosen
+    candidate of the trace)."""
+    if not r["abstained"]:
+        return r["answer"], r["cited"]
+    cand = chosen_candidate(r)
+    if cand is None:
+        return "", []
+    return cand.get("text") or "", [cand["source"]] if cand.get("source") else []
+
+
+#: Confidences a run can be ranked by, from its own trace (all in [0, 1], higher = surer).
+def _best_isrel(r: Mapping[str, Any]) -> float | None:
+    vals = [t["isrel"] for t in r["trace"] if t.get("isrel") is not None and t.get("passage") is not None]
+    return max(vals) if vals else None
+
+
+def _joint(r: Mapping[str, Any]) -> float | None:
+    cand = chosen_candidate(r)
+    if cand is None or cand.get("passage") is None:
+        return None
+    return (cand.get("isrel") or 0.0) * (cand.get("issup") or 0.0)
+
+
+def _min_rel_sup(r: Mapping[str, Any]) -> float | None:
+    cand = chosen_candidate(r)
+    rel = _best_isrel(r)
+    if cand is None or rel is None:
+        return None
+    return min(rel, cand.get("issup") or 0.0)
+
+
+CONFIDENCES = {"chain": lambda r: r.get("confidence"), "best_isrel": _best_isrel, "joint": _joint,
+               "min_isrel_issup": _min_rel_sup}
+
+
+def outcome(r: Mapping[str, Any], confidence: str = "chain") -> Outcome:
+    answer, cited = would_be_answer(r)
+    conf = CONFIDENCES[confidence](r)
+    return Outcome(answerable=r["part"] == "answerable", answered=not r["abstained"],
+                   right=answer_right(r, answer, cited), confidence=conf)
+
+
+def part_rate(records: Sequence[Mapping[str, Any]], part: str) -> dict[str, Any]:
+    """Share right of one part: answerable = right with the right citation; the others = abstained."""
+    rows = [r for r in records if r["part"] == part]
+    if part == "answerable":
+        hits = sum(not r["abstained"] and answer_right(r, r["answer"], r["cited"]) for r in rows)
+    else:
+        hits = sum(r["abstained"] for r in rows)
+    return {"n": len(rows), "right": hits, "rate": hits / len(rows) if rows else None,
+            **({"bar": BARS[part], "holds": bool(rows) and hits / len(rows) >= BARS[part]} if part in BARS else {})}
+
+
+def summarize(records: Sequence[Mapping[str, Any]], *, confidence: str = "chain", n_resamples: int = 1000) -> dict[str, Any]:
+    """Per kind: each part's rate against its bar, and the selective-QA figures over answerable +
+    unanswerable-kind parts (noise-only runs excluded: they repeat the answerable questions)."""
+    kinds: dict[str, Any] = {}
+    for kind in sorted({r["kind"] for r in records}, key=lambda k: KINDS.index(k) if k in KINDS else 99):
+        rows = [r for r in records if r["kind"] == kind]
+        parts = {p: part_rate(rows, p) for p in ("answerable", "near_miss", "off_topic", "unanswerable", "noise_only")
+                 if any(r["part"] == p for r in rows)}
+        trust_rows = [r for r in rows if r["part"] != "noise_only"]
+        selective = trust_report([outcome(r, confidence) for r in trust_rows], n_resamples=n_resamples)
+        answerable_items = [outcome(r, confidence) for r in rows if r["part"] == "answerable"]
+        answerable_only = trust_report(answerable_items, n_resamples=n_resamples)
+        answerable_only["selective_accuracy_at_0.6"] = selective_accuracy_at(answerable_items, 0.6)
+        kinds[kind] = {"parts": parts, "selective": selective,
+                       "answerable_only": {k: answerable_only[k] for k in ("coverage", "selective_accuracy", "aurc",
+                                                                            "aurc_optimal", "selective_accuracy_at_0.6")}}
+    return {"confidence": confidence, "kinds": kinds,
+            "all_bars_hold": all(p.get("holds", True) for k in kinds.values() for p in k["parts"].values())}
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--split", choices=SPLITS, default="validation")
+    ap.add_argument("--kinds", default=",".join(KINDS), help="comma-separated subset of " + ", ".join(KINDS))
+    ap.add_argument("--out", required=True, help="folder for records.jsonl, summary.json and risk_coverage.png")
+    ap.add_argument("--model", help="model file (default: the bundled model)")
+    ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data"), help="folder with squad2_dev_half.json")
+    ap.add_argument("--n-squad", type=int, default=150, help="answerable SQuAD questions (unanswerable: half)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: $SELFRAG_THREADS or all)")
+    ap.add_argument("--paper", action="store_true", help="SelfRAGConfig.paper() instead of the defaults")
+    ap.add_argument("--confidence", choices=sorted(CONFIDENCES), default="chain")
+    ap.add_argument("--summarize-only", action="store_true", help="recompute the summary from records.jsonl")
+    ap.add_argument("--json", help="also write the summary with machine and settings here (benchmarks/record.py)")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    records_file = out / "records.jsonl"
+    kinds = [k for k in args.kinds.split(",") if k]
+    unknown = sorted(set(kinds) - set(KINDS))
+    if unknown:
+        ap.error(f"unknown kind(s): {', '.join(unknown)}")
+    start = time.time()
+    from benchmarks.record import Run
+
+    bench = Run("trust_suite")
+    if not args.summarize_only:
+        from langchain_selfrag import bundled
+        from langchain_selfrag.lm import load_reflection_lm
+
+        model = args.model or str(bundled.default_model_path())
+        options = {"n_threads": args.threads} if args.threads else {}
+        lm = load_reflection_lm(model, **options)
+        (out / "run.json").write_text(json.dumps({"model": model, "split": args.split, "paper": args.paper,
+                                                  "n_squad": args.n_squad, "seed": args.seed}, indent=1))
+        done = {key(r) for r in read_records(records_file)}
+        for kind in kinds:
+            run_kind(kind, args.split, args, lm, records_file, done)
+    records = [r for r in read_records(records_file) if r["split"] == args.split and r["kind"] in kinds]
+    summary = summarize(records, confidence=args.confidence)
+    summary["seconds"] = round(time.time() - start, 1)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    plot_risk_coverage({k: v["selective"] for k, v in summary["kinds"].items()}, out / "risk_coverage.png",
+                       f"trust suite, {args.split} part: risk-coverage by kind of text (confidence: {args.confidence})")
+    for kind, entry in summary["kinds"].items():
+        parts = "  ".join(f"{p} {v['right']}/{v['n']}" for p, v in entry["parts"].items())
+        sel = entry["selective"]
+        print(f"{kind:9s} {parts}  | coverage {fmt(sel['coverage'])} sel.acc {fmt(sel['selective_accuracy'])} "
+              f"F1_RG {fmt(sel['f1_rg'])} AURC {fmt(sel['aurc'])}")
+    if args.json:
+        bench.write(args.json, vars(args), summary)
+    return 0
+
+
+def fmt(fig: Mapping[str, Any]) -> str:
+    v = fig.get("value")
+    return "  -  " if v is None else f"{v:.3f}"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

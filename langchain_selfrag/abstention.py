@@ -1,0 +1,148 @@
+"""Abstention bars per model: the calibration a model ships or was fitted with, else documented defaults.
+
+The chain abstains on evidence when no retrieved passage reaches ``abstain_isrel`` or the selected
+answer's IsSup is below ``abstain_issup`` (:mod:`langchain_selfrag.graph.nodes.abstain`). Where those
+bars should sit depends on the model: how its IsRel and IsSup probabilities spread on relevant and
+irrelevant passages. So a model carries its own :class:`AbstentionCalibration`:
+
+* beside its file, ``<model file>.calibration.json`` (what ``selfrag calibrate`` writes);
+* the bundled model's ships in its folder (``abstention_calibration.json``) and names the model file
+  it was fitted for;
+* a model with neither gets :data:`DEFAULT_BARS`: IsRel 0.5 (the model's own [Relevant] vs
+  [Irrelevant] decision) and IsSup 0.25 (an answer the model judges more likely unsupported than
+  supported, counting a partial support as half).
+
+``SelfRAGConfig`` bars left at None are filled from the model's calibration when the chain's context
+is built (:func:`calibrated_config`); bars set explicitly, and ``SelfRAGConfig.paper()``, are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: Bars of a model without a calibration (see the module docstring).
+DEFAULT_BARS = {"abstain_isrel": 0.5, "abstain_issup": 0.25}
+#: Suffix of a calibration file written beside a model file.
+SIDECAR_SUFFIX = ".calibration.json"
+#: The bundled model's calibration, in its folder.
+BUNDLED_FILE = "abstention_calibration.json"
+SCHEMA = "langchain-selfrag/abstention-calibration/1"
+
+
+class CalibrationError(ValueError):
+    """A calibration file that cannot be read or does not fit."""
+
+
+@dataclass(frozen=True)
+class AbstentionCalibration:
+    """Abstention bars fitted for one model file, with what they were fitted on and what they are
+    expected to give (``expected``: coverage, selective accuracy, rejection rate on the fitting set)."""
+
+    model: str
+    abstain_isrel: float
+    abstain_issup: float
+    rule: str = ""
+    fitted_on: dict[str, Any] = field(default_factory=dict)
+    expected: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("abstain_isrel", "abstain_issup"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or not 0.0 <= value <= 1.0:
+                raise CalibrationError(f"{name} must be a number in [0, 1], not {value!r}")
+
+    @property
+    def bars(self) -> dict[str, float]:
+        return {"abstain_isrel": float(self.abstain_isrel), "abstain_issup": float(self.abstain_issup)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AbstentionCalibration:
+        try:
+            return cls(str(data["model"]), float(data["abstain_isrel"]), float(data["abstain_issup"]),
+                       str(data.get("rule", "")), dict(data.get("fitted_on") or {}), dict(data.get("expected") or {}))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CalibrationError(f"not an abstention calibration: {exc}") from exc
+
+    @classmethod
+    def load(cls, path: str | Path) -> AbstentionCalibration:
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise CalibrationError(f"cannot read the calibration {path}: {exc}") from exc
+        if not isinstance(data, Mapping):
+            raise CalibrationError(f"{path}: not a JSON object")
+        return cls.from_dict(data)
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
+        tmp.replace(path)
+        return path
+
+
+def sidecar_path(model_path: str | Path) -> Path:
+    """Where ``selfrag calibrate`` writes the calibration of a model file: beside it."""
+    path = Path(model_path)
+    return path.with_name(path.name + SIDECAR_SUFFIX)
+
+
+def model_path_of(lm: Any) -> str | None:
+    """The model file (or folder / hub id) behind ``lm``, through schedulers and caches that wrap one."""
+    for _ in range(4):
+        path = getattr(lm, "model_path", None)
+        if path:
+            return str(path)
+        lm = getattr(lm, "lm", None)
+        if lm is None:
+            return None
+    return None
+
+
+def calibration_for(model_path: str | Path | None) -> AbstentionCalibration | None:
+    """The calibration of a model: its sidecar file, else the bundled model's when it was fitted for a
+    file of that name; None without one. A sidecar fitted for another file name is an error."""
+    if not model_path:
+        return None
+    path = Path(model_path)
+    side = sidecar_path(path)
+    if side.is_file():
+        cal = AbstentionCalibration.load(side)
+        if cal.model != path.name:
+            raise CalibrationError(f"{side} was fitted for {cal.model}, not {path.name}")
+        return cal
+    from .bundled import bundle_dir
+
+    shipped = bundle_dir() / BUNDLED_FILE
+    if shipped.is_file():
+        cal = AbstentionCalibration.load(shipped)
+        if cal.model == path.name:
+            return cal
+    return None
+
+
+def bars_for(lm: Any) -> tuple[dict[str, float], str]:
+    """``(bars, where from)`` for the model behind ``lm``: its calibration, else :data:`DEFAULT_BARS`."""
+    path = model_path_of(lm)
+    cal = calibration_for(path)
+    if cal is not None:
+        return cal.bars, f"calibration of {cal.model}"
+    return dict(DEFAULT_BARS), "defaults (no calibration for this model)"
+
+
+def calibrated_config(config: Any, lm: Any) -> Any:
+    """``config`` with each abstention bar left at None filled from the model's bars (:func:`bars_for`)."""
+    unset = [name for name in DEFAULT_BARS if getattr(config, name) is None]
+    if not unset:
+        return config
+    bars, _ = bars_for(lm)
+    return config.with_(**{name: bars[name] for name in unset})

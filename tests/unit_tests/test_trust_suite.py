@@ -1,0 +1,80 @@
+"""The trust suite's data and scoring (``benchmarks/trust_suite.py``), without a model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.vectorstores import InMemoryVectorStore
+
+from benchmarks.trust_suite import (
+    SUITE,
+    NoiseOnlyRetriever,
+    answer_right,
+    summarize,
+    suite_questions,
+    would_be_answer,
+)
+from keyword_embeddings import KeywordEmbeddings
+from langchain_selfrag.retrieval.formats import read_clean
+
+
+@pytest.mark.parametrize("kind", ["docs", "news", "invented"])
+@pytest.mark.parametrize("split", ["validation", "test"])
+def test_every_answerable_question_is_stated_in_its_clean_document(kind: str, split: str, tmp_path: Path) -> None:
+    docs, questions = suite_questions(kind, split, None, 0, 0)
+    for name, text in docs.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    clean = {name: read_clean(tmp_path / name).text.lower() for name in docs}
+    parts = {q["part"] for q in questions}
+    assert {"answerable", "near_miss", "off_topic"} <= parts
+    for q in questions:
+        if q["part"] == "answerable":
+            assert any(a.lower() in clean[q["source"]] for a in q["answers"]), q
+        elif q["part"] == "near_miss" and q["source"] is not None:
+            assert q["source"] in docs
+
+
+def test_validation_and_test_parts_share_no_document_or_question() -> None:
+    for kind in ("docs", "news"):
+        val = {p.name for p in (SUITE / kind / "validation").iterdir()}
+        test = {p.name for p in (SUITE / kind / "test").iterdir()}
+        assert val and test and not val & test
+    off = json.loads((SUITE / "off_topic.json").read_text())
+    assert not set(off["validation"]) & set(off["test"])
+
+
+def test_noise_only_retriever_drops_every_passage_holding_an_answer() -> None:
+    docs = [Document("The dam was built in 1961."), Document("The dam holds back the Tesk."),
+            Document("The dam is 40 metres tall.")]
+    store = InMemoryVectorStore.from_documents(docs, KeywordEmbeddings())
+    got = NoiseOnlyRetriever(store=store, answers=["1961"], k=5).invoke("When was the dam built?")
+    assert got and all("1961" not in d.page_content for d in got)
+
+
+def _record(part: str, abstained: bool, answer: str, cited: list[str], answers=(), source=None, chosen_text=""):
+    trace = [{"source": source, "passage": 0, "text": chosen_text or answer, "isrel": 0.8, "issup": 0.9,
+              "score": 1.0, "chosen": True}]
+    return {"kind": "docs", "split": "validation", "part": part, "question": f"q-{part}-{answer}",
+            "answers": list(answers), "source": source, "answer": answer, "abstained": abstained,
+            "cited": cited, "confidence": 0.72, "trace": trace}
+
+
+def test_summary_counts_each_part_against_its_bar() -> None:
+    records = [
+        _record("answerable", False, "pip install fastcsv", ["fastcsv.md"], ["pip install fastcsv"], "fastcsv.md"),
+        _record("answerable", False, "pip install fastcsv", ["other.md"], ["pip install fastcsv"], "fastcsv.md"),
+        _record("answerable", True, "I cannot answer", [], ["3.9"], "fastcsv.md", chosen_text="3.9"),
+        _record("near_miss", True, "I cannot answer", [], source="fastcsv.md"),
+        _record("off_topic", False, "Paris", ["fastcsv.md"]),
+    ]
+    entry = summarize(records, n_resamples=0)["kinds"]["docs"]
+    assert entry["parts"]["answerable"] == {"n": 3, "right": 1, "rate": pytest.approx(1 / 3), "bar": 0.7, "holds": False}
+    assert entry["parts"]["near_miss"]["right"] == 1 and entry["parts"]["off_topic"]["right"] == 0
+    # the abstained answerable run would have been right: it counts in the risk-coverage curve
+    assert would_be_answer(records[2]) == ("3.9", ["fastcsv.md"])
+    assert answer_right(records[2], *would_be_answer(records[2]))
+    assert not answer_right(records[1], records[1]["answer"], records[1]["cited"])  # the wrong document cited
+    assert entry["selective"]["coverage"]["value"] == pytest.approx(3 / 5)
