@@ -304,6 +304,24 @@ def summarize(records: Sequence[Mapping[str, Any]], *, confidence: str = "chain"
             "all_bars_hold": all(p.get("holds", True) for k in kinds.values() for p in k["parts"].values())}
 
 
+#: The calibration kind of each suite part (what the right behaviour is).
+CALIBRATION_KIND = {"answerable": "answerable", "near_miss": "near_miss", "unanswerable": "near_miss",
+                    "noise_only": "near_miss", "off_topic": "off_topic"}
+
+
+def fit_calibration(records: Sequence[Mapping[str, Any]], model: str, out: Path) -> Path:
+    """Choose the model's abstention bars on validation records (``selfrag calibrate``'s rule) and write
+    them as its calibration; the test part is never used for this."""
+    from langchain_selfrag.calibrate.fit import calibration
+
+    if any(r["split"] != "validation" for r in records):
+        raise SystemExit("the bars are chosen on the validation part only")
+    rows = [{"question": r["question"], "kind": CALIBRATION_KIND[r["part"]], "signals": r["signals"],
+             "right": r["part"] == "answerable" and answer_right(r, *would_be_answer(r))} for r in records]
+    kinds = sorted({r["kind"] for r in records})
+    return calibration(rows, model, fitted_on=f"trust suite, validation part ({', '.join(kinds)})").save(out)
+
+
 def read_records(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
@@ -324,6 +342,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--confidence", choices=sorted(CONFIDENCES), default="chain")
     ap.add_argument("--summarize-only", action="store_true", help="recompute the summary from records.jsonl")
     ap.add_argument("--json", help="also write the summary with machine and settings here (benchmarks/record.py)")
+    ap.add_argument("--fit-calibration", metavar="FILE",
+                    help="validation part only: choose the model's abstention bars on these runs and write them here")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -361,6 +381,10 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"F1_RG {fmt(sel['f1_rg'])} AURC {fmt(sel['aurc'])}")
     if args.json:
         bench.write(args.json, vars(args), summary)
+    if args.fit_calibration:
+        model = json.loads((out / "run.json").read_text())["model"]
+        path = fit_calibration(records, Path(model).name, Path(args.fit_calibration))
+        print(f"calibration of {Path(model).name} written to {path}")
     return 0
 
 

@@ -160,7 +160,7 @@ def build_tiny_spm_model(out_dir: str | os.PathLike, *, seed: int = 0) -> Path:
     return out
 
 
-def plain_tiny_model(out_dir, seed: int = 0):
+def plain_tiny_model(out_dir, seed: int = 0, layers: int = 1):
     """A tiny random Llama + byte-level tokenizer WITHOUT the reflection tokens (a plain base)."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
@@ -173,7 +173,7 @@ def plain_tiny_model(out_dir, seed: int = 0):
     backend.decoder = decoders.ByteLevel()
     tok = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+    config = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
                          bos_token_id=1, eos_token_id=2, tie_word_embeddings=True)
     LlamaForCausalLM(config).save_pretrained(out_dir)

@@ -260,3 +260,27 @@ def test_a_missing_data_file_is_a_one_line_error(command, tmp_path, capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.strip() == f"error: file not found: {tmp_path / 'missing.jsonl'}"
+
+
+def test_training_from_a_layer_up_leaves_the_lower_layers_and_token_rows_unchanged(tmp_path):
+    """``--train-from-layer 1`` (of 2): layer 0's LoRA weights and the token rows of the earlier adapter
+    come through unchanged, layer 1's move; a layer past the last is a clear error."""
+    plain_dir = plain_tiny_model(tmp_path / "two_layers", layers=2)
+    train = write_sft_records(tmp_path / "train.jsonl", n=4)
+    first = train_sft(SFTRunConfig(str(plain_dir), str(train), str(tmp_path / "p1"), max_steps=1, batch_size=4, threads=1,
+                                   token_learning_rate=5e-2))
+    second = train_sft(SFTRunConfig(str(plain_dir), str(train), str(tmp_path / "p2"), max_steps=2, batch_size=4, threads=1,
+                                    init_adapter=str(first.adapter_dir), learning_rate=5e-2, token_learning_rate=5e-2,
+                                    train_from_layer=1))
+    from safetensors.torch import load_file
+
+    a = load_file(str(first.adapter_dir / "adapter_model.safetensors"))
+    b = load_file(str(second.adapter_dir / "adapter_model.safetensors"))
+    lower = [k for k in a if ".layers.0." in k or "trainable_tokens" in k]
+    upper = [k for k in a if ".layers.1." in k and "lora_B" in k]
+    assert lower and upper
+    assert all(torch.equal(a[k], b[k]) for k in lower)
+    assert any(not torch.equal(a[k], b[k]) for k in upper)
+    with pytest.raises(TrainingError, match="leaves nothing to train"):
+        train_sft(SFTRunConfig(str(plain_dir), str(train), str(tmp_path / "p3"), max_steps=1, batch_size=4, threads=1,
+                               init_adapter=str(first.adapter_dir), train_from_layer=2))

@@ -78,6 +78,15 @@ def test_negative_rejection_reports_rejection_next_to_accuracy(monkeypatch, tmp_
     assert "sweep_abstention.png" in report["sweeps"]["plots"] and (out / "sweep_abstention.png").stat().st_size > 0
     markdown = (out / "report.md").read_text()
     assert "neg rej" in markdown and "Abstention bars" in markdown
+    # trust as the field measures it: 4 answerable (answered right) + 4 noise-only runs (abstained)
+    trust = selfrag["trust"]
+    assert trust["n"] == 2 * len(FACTS) and trust["coverage"]["value"] == 0.5
+    assert trust["selective_accuracy"]["value"] == 1.0 and trust["rejection_rate"]["value"] == 1.0
+    assert trust["over_refusal"]["value"] == 0.0 and trust["f1_rg"]["value"] == 1.0
+    assert trust["aurc"]["value"] == trust["aurc_optimal"]  # confidence 0.95 x IsSup vs 0.1 x IsSup: a perfect ranking
+    assert "plain_rag" not in {n for n, e in report["systems"].items() if e.get("trust")}
+    assert "risk_coverage.png" in report["sweeps"]["plots"] and (out / "risk_coverage.png").stat().st_size > 0
+    assert "Trust (selective QA)" in markdown and "F1_RG" in markdown
 
 
 def test_paper_flag_never_abstains(monkeypatch, tmp_path):

@@ -38,6 +38,9 @@ def add_sft_arguments(ap: argparse.ArgumentParser, *, lr: float, max_length: int
     ap.add_argument("--no-resume", action="store_true", help="start over even if checkpoints exist")
     ap.add_argument("--gradient-checkpointing", action="store_true")
     ap.add_argument("--init-adapter", help="start from this adapter/ of an earlier run (a second phase)")
+    ap.add_argument("--train-from-layer", type=int, default=0, metavar="N",
+                    help="train only the LoRA weights of decoder layers N and above and freeze the reflection-token "
+                         "rows (continuing an adapter): the backward pass stops at layer N, so a step costs less")
     ap.add_argument("--seed", type=int, default=0)
 
 
@@ -55,6 +58,7 @@ def config_from_args(args: argparse.Namespace) -> SFTRunConfig:
         grad_accum=args.grad_accum,
         learning_rate=args.lr,
         token_learning_rate=args.token_lr,
+        train_from_layer=args.train_from_layer,
         lora_r=args.lora_r,
         lora_alpha=args.lora_alpha,
         lora_dropout=args.lora_dropout,

@@ -47,6 +47,8 @@ class SFTRunConfig:
     gradient_checkpointing: bool = False
     max_minutes: float | None = None
     init_adapter: str | None = None
+    #: train only the LoRA weights of decoder layers from this index up, the token rows frozen (0: all)
+    train_from_layer: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
 

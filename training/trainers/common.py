@@ -4,6 +4,7 @@ learning rate, callbacks, resuming, and saving the adapter with its metadata."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.callbacks import loss_callback, time_budget_callback, write_loss_curve
-from ..core.config import META_FILE, SFTRunConfig
+from ..core.config import META_FILE, SFTRunConfig, TrainingError
 
 
 @dataclass
@@ -91,6 +92,22 @@ def _checkpointing_kwarg(config_cls, enabled: bool) -> dict[str, bool]:
     return {"activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing": enabled}
 
 
+def freeze_below(model, layer: int) -> int:
+    """Freeze the trainable parameters of decoder layers below ``layer`` and the reflection-token rows;
+    how many tensors were frozen. Nothing below ``layer`` then needs a gradient, so autograd's
+    backward pass stops there."""
+    if layer <= 0:
+        return 0
+    index = re.compile(r"\.layers\.(\d+)\.")
+    frozen = 0
+    for name, param in model.named_parameters():
+        found = index.search(name)
+        if param.requires_grad and ("trainable_tokens" in name or (found and int(found.group(1)) < layer)):
+            param.requires_grad_(False)
+            frozen += 1
+    return frozen
+
+
 def set_token_lr(trainer, lr: float) -> None:
     """Give the trainable reflection-token rows their own learning rate (they start from scratch)."""
     import torch
@@ -98,10 +115,8 @@ def set_token_lr(trainer, lr: float) -> None:
     model = trainer.model
     token_params = [p for n, p in model.named_parameters() if p.requires_grad and "trainable_tokens" in n]
     other = [p for n, p in model.named_parameters() if p.requires_grad and "trainable_tokens" not in n]
-    trainer.optimizer = torch.optim.AdamW(
-        [{"params": other, "lr": trainer.args.learning_rate}, {"params": token_params, "lr": lr}],
-        weight_decay=trainer.args.weight_decay,
-    )
+    groups = [{"params": other, "lr": trainer.args.learning_rate}, {"params": token_params, "lr": lr}]
+    trainer.optimizer = torch.optim.AdamW([g for g in groups if g["params"]], weight_decay=trainer.args.weight_decay)
 
 
 def earlier_seconds(adapter_dir: Path) -> float:
@@ -135,6 +150,10 @@ def train_resuming(trainer, cfg: SFTRunConfig, output_dir: Path) -> tuple[Any, f
     Returns the train result, its seconds, the adapter folder, the seconds of earlier runs and the
     checkpoint resumed from (None for a fresh run).
     """
+    freeze_below(trainer.model, cfg.train_from_layer)
+    if cfg.train_from_layer and not any(p.requires_grad for p in trainer.model.parameters()):
+        raise TrainingError(f"--train-from-layer {cfg.train_from_layer} leaves nothing to train: the model has "
+                            "fewer decoder layers")
     if cfg.token_learning_rate:
         set_token_lr(trainer, cfg.token_learning_rate)
     last = last_checkpoint(cfg, output_dir)

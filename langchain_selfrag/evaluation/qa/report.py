@@ -98,6 +98,39 @@ def _fmt(value: Any, key: str) -> str:
     return f"{100 * value:.1f}"
 
 
+TRUST_COLUMNS = (("coverage", "coverage"), ("selective_accuracy", "sel. acc"), ("rejection_rate", "rejection"),
+                 ("over_refusal", "over-refusal"), ("f1_rg", "F1_RG"), ("aurc", "AURC"))
+
+
+def trust_table(systems: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Selective-QA figures of the chain systems with 95% bootstrap intervals (none when no system has them)."""
+    rows = {name: entry["trust"] for name, entry in systems.items() if entry.get("trust")}
+    if not rows:
+        return []
+    lines = ["", "## Trust (selective QA)", "",
+             "Over answerable questions and unanswerable ones (the data set's own and, with --negative-rejection, "
+             "the noise-only runs): coverage = answered / all; selective accuracy = right / answered; rejection = "
+             "abstained / unanswerable; over-refusal = abstained / answerable; F1_RG = mean of the refusal and "
+             "answer F1 (Trust-Score); AURC = area under the risk-coverage curve from the chain's confidence "
+             "(lower is better; the best any ranking could reach on these answers in brackets). 95% bootstrap "
+             "intervals over questions.", "",
+             "| system | n | " + " | ".join(title for _, title in TRUST_COLUMNS) + " |",
+             "|---|---:|" + "---:|" * len(TRUST_COLUMNS)]
+    for name, trust in rows.items():
+        cells = []
+        for key, _ in TRUST_COLUMNS:
+            fig = trust.get(key) or {}
+            value, ci = fig.get("value"), fig.get("ci95")
+            cell = "-" if value is None else f"{value:.3f}"
+            if value is not None and ci:
+                cell += f" [{ci[0]:.3f}, {ci[1]:.3f}]"
+            if key == "aurc" and trust.get("aurc_optimal") is not None:
+                cell += f" ({trust['aurc_optimal']:.3f})"
+            cells.append(cell)
+        lines.append(f"| {name} | {trust.get('n')} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def markdown_report(report: Mapping[str, Any]) -> str:
     """The summary Markdown: header, table (percentages; latency in seconds) and sweep notes."""
     info = report.get("run", {})
@@ -116,6 +149,7 @@ def markdown_report(report: Mapping[str, Any]) -> str:
         "questions; acc: multiple choice.",
         "",
         markdown_table(report["systems"]),
+        *trust_table(report["systems"]),
     ]
     sweeps = report.get("sweeps") or {}
     if sweeps.get("threshold"):
