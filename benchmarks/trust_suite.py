@@ -371,6 +371,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     records = [r for r in read_records(records_file) if r["split"] == args.split and r["kind"] in kinds]
     summary = summarize(records, confidence=args.confidence)
     summary["seconds"] = round(time.time() - start, 1)
+    if (out / "run.json").is_file():
+        summary["model"] = Path(json.loads((out / "run.json").read_text())["model"]).name
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     plot_risk_coverage({k: v["selective"] for k, v in summary["kinds"].items()}, out / "risk_coverage.png",
                        f"trust suite, {args.split} part: risk-coverage by kind of text (confidence: {args.confidence})")

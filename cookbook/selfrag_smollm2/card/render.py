@@ -15,6 +15,7 @@ from .figures import figures
 from .io import FULL_EVAL, read_json
 from .quality import full_heldout_section, gaps_section, quality_section, quantisation_section
 from .restraint import restraint_section
+from .trust import trust_section
 from .versions import continued_earlier_build, current_row, lineage, lineage_totals, load_versions, training_seconds
 
 #: Columns of the examples table: ``eval.json`` example key -> heading.
@@ -147,6 +148,7 @@ def render(folder: str | Path) -> str:
         lines += [f"| {aspect} | {fmt(row.get('accuracy'))} | {row.get('n')} |" for aspect, row in critic.items()]
         lines += ["", "The generator data used the gold labeller as critic, so the trained critic did not shape this model.", ""]
     full = read_json(folder, FULL_EVAL)
+    lines += trust_section(folder)
     lines += quality_section(folder, ev)
     lines += full_heldout_section(full, figures(ev)["n"])
     lines += abstention_section(folder)
