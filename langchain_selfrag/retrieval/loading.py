@@ -1,4 +1,9 @@
-"""Loading files into Documents and chunking them: what ``selfrag index`` reads and how it splits it."""
+"""Loading files into Documents and chunking them: what ``selfrag index`` reads and how it splits it.
+
+Markdown and reStructuredText reach the store as clean text (rendered by :mod:`.formats`): one
+Document per section, its heading path in ``metadata["section"]``, the document title in
+``metadata["title"]``.
+"""
 
 from __future__ import annotations
 
@@ -11,19 +16,13 @@ from langchain_core.documents import Document
 
 from ..errors import NoDocumentsError
 from ..jsonl import iter_jsonl
+from . import formats
 
-#: File types ``load_documents`` reads.
-TEXT_SUFFIXES = (".txt", ".text")
-MARKDOWN_SUFFIXES = (".md", ".markdown", ".rst")
+#: File types ``load_file`` reads.
+TEXT_SUFFIXES = formats.TEXT_SUFFIXES
+MARKDOWN_SUFFIXES = formats.MD_SUFFIXES + formats.RST_SUFFIXES
 JSONL_SUFFIXES = (".jsonl",)
 SUPPORTED_SUFFIXES = TEXT_SUFFIXES + MARKDOWN_SUFFIXES + JSONL_SUFFIXES
-
-
-def _markdown_title(text: str, fallback: str) -> str:
-    for line in text.splitlines():
-        if line.startswith("# "):
-            return line[2:].strip()
-    return fallback
 
 
 def iter_files(path: str | os.PathLike) -> list[Path]:
@@ -38,7 +37,12 @@ def iter_files(path: str | os.PathLike) -> list[Path]:
 
 
 def load_file(path: Path, source: str | None = None) -> list[Document]:
-    """Documents of one file: .txt/.md/.rst whole, .jsonl one per line (``text`` / ``title`` fields)."""
+    """Documents of one file as clean text: .jsonl one per line (``text`` / ``title`` fields), else one
+    per section (markdown, reStructuredText) or the whole file (plain text).
+
+    Each has ``source`` and ``title`` (the document's title, else the file name without suffix)
+    and, below a heading, ``section`` (the heading path, ``Install > From source``).
+    """
     source = source or str(path)
     if path.suffix.lower() in JSONL_SUFFIXES:
         docs = []
@@ -49,28 +53,24 @@ def load_file(path: Path, source: str | None = None) -> list[Document]:
             title = row.get("title") or f"{path.stem} #{n}"
             docs.append(Document(text, metadata={"source": f"{source}#{n}", "title": str(title)}))
         return docs
-    try:
-        raw = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise NoDocumentsError(f"cannot read {path}: {exc}") from exc
-    if not raw.strip():
-        return []
-    title = _markdown_title(raw, path.stem) if path.suffix.lower() in MARKDOWN_SUFFIXES else path.stem
-    return [Document(raw, metadata={"source": source, "title": title})]
+    clean = formats.read_clean(path)
+    title = clean.title or path.stem
+    return [Document(text, metadata={"source": source, "title": title, **extra})
+            for text, extra in clean.segments()]
 
 
 def split_documents(docs: Iterable[Document], *, chunk_size: int = 800, chunk_overlap: int = 100) -> list[Document]:
-    """Chunk documents (markdown-aware for .md/.rst sources) and number the chunks per source."""
-    from langchain_text_splitters import Language, RecursiveCharacterTextSplitter
+    """Chunk documents (at paragraphs, then lines, then words) and number the chunks per source."""
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-    md = RecursiveCharacterTextSplitter.from_language(Language.MARKDOWN, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
-    plain = RecursiveCharacterTextSplitter(chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+    splitter = RecursiveCharacterTextSplitter(chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+    numbers: dict[str, int] = {}
     out: list[Document] = []
     for doc in docs:
         source = str(doc.metadata.get("source", ""))
-        splitter = md if source.lower().endswith(MARKDOWN_SUFFIXES) else plain
-        for i, chunk in enumerate(splitter.split_documents([doc])):
-            chunk.metadata["chunk"] = i
+        for chunk in splitter.split_documents([doc]):
+            chunk.metadata["chunk"] = numbers.get(source, 0)
+            numbers[source] = chunk.metadata["chunk"] + 1
             out.append(chunk)
     return out
 
