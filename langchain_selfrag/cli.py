@@ -111,7 +111,7 @@ def format_result(out: dict[str, Any]) -> str:
 def cmd_index(args: argparse.Namespace) -> int:
     """Index PATH and keep the store in step with it (``--dry-run``: only say what would change);
     skipped files are listed on stderr (exit 0), or fail the run with ``--strict``."""
-    from .retrieval import format_plan, format_skipped, index_path
+    from .retrieval import SUPPORTED_SUFFIXES, format_plan, format_skipped, index_path
 
     report = index_path(args.path, args.store, chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap,
                         progress=not args.quiet and not args.dry_run, strict=args.strict, chroma_url=args.chroma_url,
@@ -126,6 +126,8 @@ def cmd_index(args: argparse.Namespace) -> int:
               f"{report.total}\n{format_plan(report.plan)}")
     if report.skipped:
         print(f"skipped {len(report.skipped)} file(s):\n{format_skipped(report.skipped)}", file=sys.stderr)
+        if any(reason.startswith("unsupported format") for _, reason in report.skipped):
+            print(f"  (selfrag index reads {', '.join(SUPPORTED_SUFFIXES)})", file=sys.stderr)
     return 0
 
 

@@ -35,8 +35,8 @@ def scan_folder(path: str | os.PathLike) -> tuple[list[Path], list[tuple[Path, s
     found = [root] if root.is_file() else sorted(
         p for p in root.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts))
     supported = [p for p in found if p.suffix.lower() in SUPPORTED_SUFFIXES]
-    others = [(p, f"unsupported format {p.suffix.lower() or '(no suffix)'} (selfrag index reads "
-                  f"{', '.join(SUPPORTED_SUFFIXES)})") for p in found if p.suffix.lower() not in SUPPORTED_SUFFIXES]
+    others = [(p, f"unsupported format {p.suffix.lower() or '(no suffix)'}") for p in found
+              if p.suffix.lower() not in SUPPORTED_SUFFIXES]
     return supported, others
 
 

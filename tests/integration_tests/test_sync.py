@@ -171,7 +171,7 @@ def test_every_format_in_one_folder_and_broken_ones_listed(tmp_path: Path) -> No
     assert reasons["truncated.pdf"].startswith("cannot parse this .pdf file")
     assert reasons["notzip.docx"].startswith("cannot parse this .docx file")
     assert reasons["binary.html"] == "not a text file (binary content)"
-    assert reasons["logo.png"].startswith("unsupported format .png")
+    assert reasons["logo.png"] == "unsupported format .png"
     assert set(sources(tmp_path / "store")) == {"report.pdf", "festival.html", "observatory.docx", "notes.md"}
 
 
@@ -186,3 +186,7 @@ def test_cli_dry_run_then_index(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert main(["index", str(root), "--store", str(store), "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "removed 1 file(s) that are gone: f1.md" in out and "1 file(s) unchanged" in out
+    (root / "logo.png").write_bytes(b"\x89PNG")
+    assert main(["index", str(root), "--store", str(store), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert f"skipped 1 file(s):\n  {root / 'logo.png'}: unsupported format .png\n  (selfrag index reads .txt" in err
