@@ -71,6 +71,25 @@ def gemm_gflops(rounds: int = 5) -> float:
     return 2 * 4096 * 384 * 1536 / min(times) / 1e9
 
 
+def op_shares(texts: list[str], threads: int, batch_size: int) -> dict[str, float]:
+    """Share of ONNX Runtime's kernel time per operator type while embedding ``texts`` (its profiler)."""
+    import collections
+    import tempfile
+
+    from langchain_selfrag.retrieval.minilm import MiniLMEncoder
+
+    with tempfile.TemporaryDirectory() as folder:
+        encoder = MiniLMEncoder(minilm_path(), threads=threads, profile=str(Path(folder) / "ort"))
+        encoder.encode(texts, batch_size)
+        events = json.loads(Path(encoder.session.end_profiling()).read_text())
+    totals: collections.Counter[str] = collections.Counter()
+    for event in events:
+        if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
+            totals[event["args"]["op_name"]] += event["dur"]
+    whole = sum(totals.values()) or 1
+    return {op: round(t / whole, 3) for op, t in totals.most_common()}
+
+
 def timed(fn: Any, rounds: int) -> tuple[float, Any]:
     """Fewest seconds of ``rounds`` calls of ``fn`` and its last result."""
     times, out = [], None
@@ -91,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-torch", action="store_true", help="do not measure sentence-transformers")
     parser.add_argument("--json", help="write the results file here")
     parser.add_argument("--write-reference", help="write sentence-transformers vectors of REFERENCE_TEXTS here")
+    parser.add_argument("--ops", action="store_true",
+                        help="only profile ONNX Runtime: the share of kernel time of each operator type")
     args = parser.parse_args(argv)
     run = Run("embeddings")
     from langchain_selfrag.retrieval.minilm import MiniLMEncoder
@@ -107,6 +128,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     texts = real_chunks(args.chunks)
+    if args.ops:
+        shares = op_shares(texts, args.threads[0], args.batch_sizes[0])
+        print(json.dumps(shares))
+        if args.json:
+            run.write(args.json, {"chunks": args.chunks, "threads": args.threads[0],
+                                  "batch_size": args.batch_sizes[0]}, {"chunks": len(texts), "op_share": shares})
+        return 0
     config = json.loads((minilm_path() / "config.json").read_text())
     probe = MiniLMEncoder(minilm_path(), threads=1)
     lengths = [len(ids) for ids in probe.token_ids(texts)]

@@ -82,10 +82,11 @@ class MiniLMEncoder:
     """A BERT encoder with mean pooling, read from a sentence-transformers model folder.
 
     Tokens (``tokenizers``) and the embedding layer (numpy) go in, the encoder layers run in ONNX
-    Runtime on ``threads`` threads (default: ``$SELFRAG_THREADS``, else ONNX Runtime's choice).
+    Runtime on ``threads`` threads (default: ``$SELFRAG_THREADS``, else ONNX Runtime's choice);
+    ``profile`` (a file prefix) turns ONNX Runtime's profiler on.
     """
 
-    def __init__(self, folder: str | Path, *, threads: int | None = None) -> None:
+    def __init__(self, folder: str | Path, *, threads: int | None = None, profile: str | None = None) -> None:
         import onnxruntime as ort
         from safetensors.numpy import load_file
         from tokenizers import Tokenizer
@@ -108,6 +109,9 @@ class MiniLMEncoder:
             options.intra_op_num_threads = threads
             options.inter_op_num_threads = 1
         options.log_severity_level = 3
+        if profile:  # ONNX Runtime's profiler, for benchmarks/embeddings.py --ops
+            options.enable_profiling = True
+            options.profile_file_prefix = profile
         self.session = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self.tokenizer.no_padding()
