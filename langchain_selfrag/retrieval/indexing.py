@@ -116,8 +116,10 @@ def records_path(store: str | os.PathLike = DEFAULT_STORE, chroma_url: str | Non
     return Path(DEFAULT_STORE).parent / "records.sqlite3" if chroma_url else Path(store) / RECORDS_FILE
 
 
-def _namespace(store: str | os.PathLike, chroma_url: str | None, collection: str) -> str:
-    return f"{collection}@{chroma_url or Path(store).resolve()}"
+def _namespace(chroma_url: str | None, collection: str) -> str:
+    """The records' namespace: the collection (the record file lives in the store's folder, which
+    may move), or the collection on a server."""
+    return collection if chroma_url is None else f"{collection}@{chroma_url}"
 
 
 def _unrecorded(vs: VectorStore, names: list[str], known: Callable[[list[str]], list[bool]]) -> list[str]:
@@ -178,7 +180,7 @@ def index_path(path: str | os.PathLike, store: str | os.PathLike = DEFAULT_STORE
     if chroma_url is None and not dry_run:
         Path(store).mkdir(parents=True, exist_ok=True)
     vs = open_store(store, embeddings=embeddings, collection=collection, must_exist=False, chroma_url=chroma_url)
-    manager = SQLiteRecordManager(_namespace(store, chroma_url, collection), record_file)
+    manager = SQLiteRecordManager(_namespace(chroma_url, collection), record_file)
     try:
         size = store_size(vs)
         readable = record_file.is_file() or not dry_run  # a dry run makes no record file

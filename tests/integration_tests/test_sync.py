@@ -190,3 +190,15 @@ def test_cli_dry_run_then_index(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert main(["index", str(root), "--store", str(store), "--quiet"]) == 0
     err = capsys.readouterr().err
     assert f"skipped 1 file(s):\n  {root / 'logo.png'}: unsupported format .png\n  (selfrag index reads .txt" in err
+
+
+def test_a_moved_store_keeps_its_records(tmp_path: Path) -> None:
+    root, store = corpus(tmp_path / "c", 2), tmp_path / "store"
+    emb = CountingEmbedding(size=16)
+    run(root, store, emb)
+    moved = tmp_path / "elsewhere" / "store"
+    moved.parent.mkdir()
+    store.rename(moved)
+    emb.embedded = 0
+    again = run(root, moved, emb)
+    assert emb.embedded == 0 and again.plan.unchanged == ["f0.md", "f1.md"]
