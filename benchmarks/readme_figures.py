@@ -160,7 +160,7 @@ def render_embeddings() -> str:
     if st:
         rows.append(f"| sentence-transformers (torch) | {max(data['settings']['threads'])} | 32 | "
                     f"{st['chunks_per_s']:.1f} | {st['gflops']:.1f} | - |")
-    gemm = ", ".join(f"{v:.1f} with {k} thread{'s' if k != '1' else ''}" for k, v in f["gemm_gflops"].items())
+    gemm = ", ".join(f"{v:.1f} GFLOP/s with {k} thread{'s' if k != '1' else ''}" for k, v in f["gemm_gflops"].items())
     parity = (f"; the two backends' vectors agree to a minimum cosine similarity of {f['cosine_min']:.7f} over the "
               f"{f['chunks']} chunks (mean {f['cosine_mean']:.7f}), and the best ONNX Runtime setting is "
               f"{f['speedup_vs_sentence_transformers']:.2f}x sentence-transformers' speed") if st else ""
@@ -168,7 +168,7 @@ def render_embeddings() -> str:
     shares = ", ".join(f"{op} {pct(round(share * 1000), 1000)}" for op, share in ops["figures"]["op_share"].items())
     return (f"`{data['command']}` (`{rel(RESULTS_DIR / 'embeddings.json')}`; measured {when(data)} on {machine(data)}; "
             f"{f['chunks']} real chunks of {f['mean_tokens']:.0f} tokens on average, {f['gflop_per_chunk']:.2f} GFLOP "
-            f"each; numpy's BLAS reaches {gemm} GFLOP/s on a projection-shaped GEMM{parity}):\n\n" + "\n".join(rows)
+            f"each; numpy's BLAS reaches {gemm} on a projection-shaped GEMM{parity}):\n\n" + "\n".join(rows)
             + f"\n\nWhere ONNX Runtime's kernel time goes (`{ops['command']}`, `{rel(RESULTS_DIR / 'embeddings_ops.json')}`, "
             f"{ops['settings']['threads']} thread, batch {ops['settings']['batch_size']}): {shares}.")
 
