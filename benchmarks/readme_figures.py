@@ -149,11 +149,64 @@ def render_throughput() -> str:
     return "\n\n".join(parts)
 
 
+def render_embeddings() -> str:
+    data = result("embeddings")
+    f = data["figures"]
+    rows = ["| backend | threads | batch | chunks/s | GFLOP/s | of the GEMM rate |", "|---|---:|---:|---:|---:|---:|"]
+    for r in f["onnx"].values():
+        rows.append(f"| ONNX Runtime (default) | {r['threads']} | {r['batch_size']} | {r['chunks_per_s']:.1f} | "
+                    f"{r['gflops']:.1f} | {r['of_gemm']:.2f} |")
+    st = f.get("sentence_transformers")
+    if st:
+        rows.append(f"| sentence-transformers (torch) | {max(data['settings']['threads'])} | 32 | "
+                    f"{st['chunks_per_s']:.1f} | {st['gflops']:.1f} | - |")
+    gemm = ", ".join(f"{v:.1f} GFLOP/s with {k} thread{'s' if k != '1' else ''}" for k, v in f["gemm_gflops"].items())
+    parity = (f"; the two backends' vectors agree to a minimum cosine similarity of {f['cosine_min']:.7f} over the "
+              f"{f['chunks']} chunks (mean {f['cosine_mean']:.7f}), and the best ONNX Runtime setting is "
+              f"{f['speedup_vs_sentence_transformers']:.2f}x sentence-transformers' speed") if st else ""
+    ops = result("embeddings_ops")
+    shares = ", ".join(f"{op} {pct(round(share * 1000), 1000)}" for op, share in ops["figures"]["op_share"].items())
+    return (f"`{data['command']}` (`{rel(RESULTS_DIR / 'embeddings.json')}`; measured {when(data)} on {machine(data)}; "
+            f"{f['chunks']} real chunks of {f['mean_tokens']:.0f} tokens on average, {f['gflop_per_chunk']:.2f} GFLOP "
+            f"each; numpy's BLAS reaches {gemm} on a projection-shaped GEMM{parity}):\n\n" + "\n".join(rows)
+            + f"\n\nWhere ONNX Runtime's kernel time goes (`{ops['command']}`, `{rel(RESULTS_DIR / 'embeddings_ops.json')}`, "
+            f"{ops['settings']['threads']} thread, batch {ops['settings']['batch_size']}): {shares}.")
+
+
+def render_index_scale() -> str:
+    data = result("index_scale")
+    f = data["figures"]
+    rows = ["| corpus | chunks | files | indexing s | chunks/s | embedding share | peak memory MB | store MB | "
+            "retrieval ms (p50 / p95) | search ms | chain s |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in f["runs"]:
+        if r["replayed"]:
+            time_s = f"{r['time_projected_s']:.0f} ({r['index_s']:.0f} measured + embedding at {r['embed_s_per_chunk'] * 1000:.0f} ms/chunk)"
+            share = "-"
+        else:
+            time_s = f"{r['index_s']:.0f}"
+            share = f"{r['embed_s'] / r['index_s']:.2f}"
+        chain = f"{r['chain_s_median']:.2f}" if "chain_s_median" in r else "-"
+        rows.append(f"| {r['corpus']} | {r['chunks']} | {r['files']} | {time_s} | {r['chunks_per_s']:.1f} | {share} | "
+                    f"{r['peak_rss_mb']:.0f} | {r['disk_mb']:.1f} | {r['retrieval_ms_median']:.1f} / "
+                    f"{r['retrieval_ms_p95']:.1f} | {r['search_ms_median']:.1f} | {chain} |")
+    ratios = "; ".join(f"{key.split('_')[0]}: {value:.2f}" for key, value in f.items() if key.endswith("_vs_smallest"))
+    s = data["settings"]
+    return (f"`{data['command']}` (`{rel(RESULTS_DIR / 'index_scale.json')}`, plot `{rel(RESULTS_DIR / 'index_scale.png')}`; "
+            f"measured {when(data)} on {machine(data)}; $SELFRAG_THREADS={s['threads']}; the real corpus on this "
+            f"machine holds {f['real_corpus_chunks']} chunks; runs above {s['embed_up_to']} chunks replay vectors "
+            f"instead of embedding, and their time adds the embedding time per chunk measured at the largest "
+            f"embedded size; chain: the bundled model, mode always, k=5, median of {s['chain_questions']} "
+            f"questions):\n\n" + "\n".join(rows) + f"\n\nRetrieval latency at the largest size against the "
+            f"smallest (median): {ratios}.")
+
+
 #: block name -> renderer
 BLOCKS: dict[str, Callable[[], str]] = {
     "retrieval_recall": render_retrieval_recall,
     "critique_speed": render_critique_speed,
     "throughput": render_throughput,
+    "embeddings": render_embeddings,
+    "index_scale": render_index_scale,
 }
 
 

@@ -110,15 +110,25 @@ def format_result(out: dict[str, Any]) -> str:
 
 # -- subcommands --------------------------------------------------------------------------------
 def cmd_index(args: argparse.Namespace) -> int:
-    """Index PATH; skipped files are listed on stderr (exit 0), or fail the run with ``--strict``."""
-    from .retrieval import format_skipped, index_path
+    """Index PATH and keep the store in step with it (``--dry-run``: only say what would change);
+    skipped files are listed on stderr (exit 0), or fail the run with ``--strict``."""
+    from .retrieval import SUPPORTED_SUFFIXES, format_plan, format_skipped, index_path
 
     report = index_path(args.path, args.store, chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap,
-                        progress=not args.quiet, strict=args.strict, chroma_url=args.chroma_url)
-    print(f"indexed {report.files} file(s) into {report.chunks} chunk(s); the store at "
-          f"{args.chroma_url or args.store} now holds {report.total}")
+                        progress=not args.quiet and not args.dry_run, strict=args.strict, chroma_url=args.chroma_url,
+                        dry_run=args.dry_run, records=args.records)
+    where = args.chroma_url or args.store
+    if report.dry_run:
+        print(f"dry run, nothing written: indexing {args.path} into {where} would find {report.files} file(s) "
+              f"in {report.chunks} chunk(s); the store holds {report.total} now\n"
+              f"{format_plan(report.plan, dry_run=True)}")
+    else:
+        print(f"indexed {report.files} file(s) into {report.chunks} chunk(s); the store at {where} now holds "
+              f"{report.total}\n{format_plan(report.plan)}")
     if report.skipped:
         print(f"skipped {len(report.skipped)} file(s):\n{format_skipped(report.skipped)}", file=sys.stderr)
+        if any(reason.startswith("unsupported format") for _, reason in report.skipped):
+            print(f"  (selfrag index reads {', '.join(SUPPORTED_SUFFIXES)})", file=sys.stderr)
     return 0
 
 
@@ -182,7 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="selfrag", description="Self-RAG for LangChain: index, ask, eval")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p_index = sub.add_parser("index", help="index .txt/.md/.rst/.jsonl files into the embedded Chroma store")
+    p_index = sub.add_parser("index", help="index a folder into the store and keep it in step (changed files replaced, "
+                                          "deleted files removed)")
     p_index.add_argument("path", help="a file or a folder")
     _add_store_flags(p_index)
     p_index.add_argument("--chunk-size", type=int, default=800)
@@ -192,6 +203,11 @@ def build_parser() -> argparse.ArgumentParser:
                          help="let third-party libraries print their progress bars, warnings and logs")
     p_index.add_argument("--strict", action="store_true",
                          help="fail (exit 2, nothing written) if any file cannot be indexed, instead of skipping it")
+    p_index.add_argument("--dry-run", action="store_true",
+                         help="say which files would be added, replaced and removed, and write nothing")
+    p_index.add_argument("--records", metavar="FILE",
+                         help="the SQLite file of what was indexed (default: inside the store folder; "
+                              ".selfrag/records.sqlite3 for a Chroma server)")
     p_index.set_defaults(func=cmd_index)
 
     p_ask = sub.add_parser("ask", help="answer a question with Self-RAG over the store")

@@ -8,7 +8,10 @@ The default store is Chroma on disk with the offline all-MiniLM-L6-v2 embeddings
 * :mod:`.embeddings`: the offline MiniLM embeddings;
 * :mod:`.loading`: files to Documents, chunking, chunk ids and titles;
 * :mod:`.store`: the Chroma store, embedded on disk or on a Chroma server;
+* :mod:`.formats`: each file format as clean text;
+* :mod:`.minilm`: the MiniLM forward pass in ONNX Runtime (the default embeddings, no torch);
 * :mod:`.indexing`: ``selfrag index`` (load, chunk and embed files into the store);
+* :mod:`.records`, :mod:`.sync`: what was indexed, and keeping the store in step with a folder;
 * :mod:`.fetch`: documents from any retriever, vector store or callable, with timeouts;
 * :mod:`.fusion`: hybrid retrieval, reciprocal rank fusion of several retrievers;
 * :mod:`.rerank`: lexical BM25 re-ranking of caller-given passages.
@@ -16,7 +19,7 @@ The default store is Chroma on disk with the offline all-MiniLM-L6-v2 embeddings
 
 from .embeddings import default_embeddings, minilm_path
 from .fetch import RETRIEVER_THREADS, afetch_documents, as_source, fetch_documents, with_k
-from .indexing import IndexReport, format_skipped, index_path
+from .indexing import RECORDS_FILE, IndexReport, format_plan, format_skipped, index_path, records_path
 from .loading import (
     JSONL_SUFFIXES,
     MARKDOWN_SUFFIXES,
@@ -26,8 +29,11 @@ from .loading import (
     document_title,
     iter_files,
     load_file,
+    scan_folder,
     split_documents,
 )
+from .records import SQLiteRecordManager
+from .sync import SyncPlan
 from .store import (
     CHROMA_TIMEOUT,
     DEFAULT_COLLECTION,
@@ -44,10 +50,13 @@ __all__ = [
     "DEFAULT_STORE",
     "JSONL_SUFFIXES",
     "MARKDOWN_SUFFIXES",
+    "RECORDS_FILE",
     "RETRIEVER_THREADS",
     "SUPPORTED_SUFFIXES",
     "TEXT_SUFFIXES",
     "IndexReport",
+    "SQLiteRecordManager",
+    "SyncPlan",
     "afetch_documents",
     "as_source",
     "chroma_http_client",
@@ -56,12 +65,15 @@ __all__ = [
     "default_embeddings",
     "document_title",
     "fetch_documents",
+    "format_plan",
     "format_skipped",
     "index_path",
     "iter_files",
     "load_file",
     "minilm_path",
     "open_store",
+    "records_path",
+    "scan_folder",
     "split_documents",
     "store_size",
     "with_k",

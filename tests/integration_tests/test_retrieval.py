@@ -97,7 +97,8 @@ def test_index_and_search_persistent_chroma(tmp_path: Path) -> None:
     root = write_corpus(tmp_path / "c")
     store_dir = tmp_path / "store"
     stats = index_path(root, store_dir, progress=False)
-    assert (stats.files, stats.chunks, stats.total, stats.skipped) == (3, 3, 3, [])
+    assert (stats.files, stats.chunks, stats.total) == (3, 3, 3)
+    assert [(p.name, reason) for p, reason in stats.skipped] == [("image.png", "unsupported format .png")]
     assert stats["chunks"] == 3  # the old dict-style access keeps working
     again = index_path(root, store_dir, progress=False)  # idempotent
     assert again["total"] == 3

@@ -36,10 +36,11 @@ EXPECTED_ALL = {
     ],
     "langchain_selfrag.retrieval": [
         "CHROMA_TIMEOUT", "DEFAULT_COLLECTION", "DEFAULT_STORE", "IndexReport", "JSONL_SUFFIXES",
-        "MARKDOWN_SUFFIXES", "RETRIEVER_THREADS", "SUPPORTED_SUFFIXES", "TEXT_SUFFIXES", "afetch_documents",
-        "as_source", "chroma_http_client", "chroma_timeout", "chunk_id", "default_embeddings",
-        "document_title", "fetch_documents", "format_skipped", "index_path", "iter_files", "load_file",
-        "minilm_path", "open_store", "split_documents", "store_size", "with_k",
+        "MARKDOWN_SUFFIXES", "RECORDS_FILE", "RETRIEVER_THREADS", "SQLiteRecordManager", "SUPPORTED_SUFFIXES", "SyncPlan",
+        "TEXT_SUFFIXES", "afetch_documents", "as_source", "chroma_http_client", "chroma_timeout", "chunk_id",
+        "default_embeddings", "document_title", "fetch_documents", "format_plan", "format_skipped", "index_path",
+        "iter_files", "load_file", "minilm_path", "open_store", "records_path", "scan_folder", "split_documents",
+        "store_size", "with_k",
     ],
     "langchain_selfrag.evaluation": [
         "DEFAULT_SYSTEMS", "Dataset", "DatasetError", "EvalError", "EvalOptions", "Example", "FORMATS",

@@ -95,7 +95,7 @@ def test_results_files_parse_and_carry_the_machine(path):
 
 
 def test_results_files_are_the_ones_the_readme_uses():
-    used = {*rf.CRITIQUE_FILES, *rf.THROUGHPUT_FILES, "retrieval_recall"}
+    used = {*rf.CRITIQUE_FILES, *rf.THROUGHPUT_FILES, "retrieval_recall", "embeddings", "embeddings_ops", "index_scale"}
     assert {p.stem for p in RESULT_FILES} == used
 
 

@@ -22,6 +22,8 @@ class CleanText:
     text: str
     title: str | None = None
     marks: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    #: Offsets where a heading line starts (a piece that is only a heading joins the next one).
+    headings: set[int] = field(default_factory=set)
 
     def metadata_at(self, offset: int) -> dict[str, Any]:
         """The metadata in force at ``offset`` (the marks up to it, later ones winning)."""
@@ -44,7 +46,7 @@ class CleanText:
             piece = self.text[start:end].strip("\n")
             if not piece.strip():
                 continue
-            if BLOCK_SEP not in piece and end < len(self.text) and start in self._heading_starts():
+            if BLOCK_SEP not in piece and end < len(self.text) and start in self.headings:
                 carry += piece + BLOCK_SEP
                 continue
             pieces.append((carry + piece, self.metadata_at(start)))
@@ -52,9 +54,6 @@ class CleanText:
         if carry.strip():
             pieces.append((carry.strip("\n"), self.metadata_at(starts[-1])))
         return pieces
-
-    def _heading_starts(self) -> set[int]:
-        return {start for start, values in self.marks if "section" in values}
 
 
 class TextBuilder:
@@ -68,6 +67,7 @@ class TextBuilder:
         self._blocks: list[str] = []
         self._length = 0
         self._marks: list[tuple[int, dict[str, Any]]] = []
+        self._headings: set[int] = set()
         self._path: list[tuple[int, str]] = []
         self.title: str | None = None
 
@@ -87,6 +87,7 @@ class TextBuilder:
             return
         self._path = [(lvl, t) for lvl, t in self._path if lvl < level] + [(level, text)]
         self.mark(section=SECTION_SEP.join(t for _, t in self._path))
+        self._headings.add(self._offset())
         self.block(text)
 
     def block(self, text: str, *, verbatim: bool = False) -> None:
@@ -101,7 +102,7 @@ class TextBuilder:
 
     def build(self, title: str | None = None) -> CleanText:
         """The clean text; ``title`` (e.g. from front matter or document properties) wins over a heading."""
-        return CleanText(BLOCK_SEP.join(self._blocks), title or self.title, list(self._marks))
+        return CleanText(BLOCK_SEP.join(self._blocks), title or self.title, list(self._marks), set(self._headings))
 
 
 def tidy(text: str) -> str:

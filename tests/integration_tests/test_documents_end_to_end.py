@@ -1,0 +1,60 @@
+"""Acceptance: a folder with a PDF, an HTML page, a Word file and a markdown README; ``selfrag index``
+then ``selfrag ask`` (the bundled model, default settings) answers from the PDF, citing it, and no
+markup reaches the prompt."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from documents import PDF_FACT, write_docx, write_html, write_pdf
+
+ROOT = Path(__file__).resolve().parents[2]
+README = """<!-- generated -->
+[![Build](https://github.com/example/kessar/actions/workflows/ci.yml/badge.svg)](https://github.com/example/kessar)
+
+# Kessari coins
+
+Kessari coins are struck from [copper](https://en.wikipedia.org/wiki/Copper) and tin; see `mint.py`.
+
+```python
+print("mint")
+```
+"""
+MARKUP = ("<", ">", "](", "http", "badge", ".svg", "![", "```", "# ", "<!--")
+
+
+def selfrag(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False"}
+    return subprocess.run([sys.executable, "-m", "langchain_selfrag.cli", *args], capture_output=True, text=True,
+                          timeout=900, cwd=ROOT, env=env)
+
+
+@pytest.mark.slow
+def test_index_four_formats_then_ask_the_pdf(tmp_path: Path, bundled_gguf: Path) -> None:
+    pytest.importorskip("pypdf")
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    write_pdf(folder / "report.pdf", [("Construction", PDF_FACT + " Its arches are made of grey granite.")])
+    write_html(folder / "festival.html")
+    write_docx(folder / "observatory.docx")
+    (folder / "kessar.md").write_text(README)
+    store = tmp_path / "store"
+    done = selfrag("index", str(folder), "--store", str(store), "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("indexed 4 file(s)") and "skipped" not in done.stderr
+    done = selfrag("ask", "When was the Varrow Bridge built?", "--store", str(store), "--model", str(bundled_gguf),
+                   "--json")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert not out["abstained"], out["abstain_reason"]
+    assert "1871" in out["answer"], out["answer"]
+    assert [c["source"] for c in out["citations"]][:1] == ["report.pdf"]
+    assert {p["source"] for p in out["passages"]} == {"report.pdf", "festival.html", "observatory.docx", "kessar.md"}
+    for passage in out["passages"]:  # what the prompt holds: title and text of each passage
+        shown = f"{passage['title']}\n{passage['text']}"
+        assert [m for m in MARKUP if m in shown] == [], passage
