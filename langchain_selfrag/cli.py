@@ -136,14 +136,14 @@ def _store_given(args: argparse.Namespace) -> bool:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     from .chain import SelfRAGChain
-    from .graph.context import default_lm, default_model_path
+    from .graph.context import default_lm, model_path
     from .retrieval import open_store
 
     config = SelfRAGConfig.from_mapping(_settings(args))
     # Restraint judges a no-retrieval answer against passages of the store when there is one.
     wants_store = config.mode != "never" or (config.rho is not None and _store_given(args))
     store = open_store(args.store, chroma_url=args.chroma_url) if wants_store else None
-    model = args.model or default_model_path()
+    model = model_path(args.model)
     if not args.json:
         print(f"loading {model} ...", file=sys.stderr)
     lm = default_lm(model)
@@ -196,7 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_ask = sub.add_parser("ask", help="answer a question with Self-RAG over the store")
     p_ask.add_argument("question")
     _add_store_flags(p_ask)
-    p_ask.add_argument("--model", help="Self-RAG GGUF file, HF model folder or hub id (default: bundled model)")
+    p_ask.add_argument("--model", help="Self-RAG GGUF file, HF model folder, hub id or server URL (default: the bundled model; "
+                       "smollm2-135m-instruct: its untrained base)")
     p_ask.add_argument("--json", action="store_true", help="print one JSON object")
     p_ask.add_argument("--verbose", action="store_true",
                        help="let third-party libraries (transformers, llama.cpp) print their bars, warnings and logs")

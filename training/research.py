@@ -38,12 +38,12 @@ def load_lm(model: str, threads: int | None = None, n_ctx: int = 4096) -> Any:
     from langchain_selfrag.lm import load_reflection_lm, resolve_backend
 
     if model == "bundled":
-        from langchain_selfrag.bundled import default_model_path
+        from langchain_selfrag.bundled import BundleError, default_model_path
 
-        path = default_model_path()
-        if path is None:
-            raise SystemExit("the bundled model is not available here; pass --model PATH")
-        model = str(path)
+        try:
+            model = str(default_model_path())
+        except BundleError as exc:
+            raise SystemExit(f"the bundled model is not available here ({exc}); pass --model PATH") from exc
     options: dict[str, Any] = {}
     if resolve_backend(model) == "llamacpp":
         options = {"n_ctx": n_ctx} | ({"n_threads": threads} if threads else {})

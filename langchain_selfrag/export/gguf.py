@@ -38,12 +38,14 @@ _LLAMA_TYPES = {"llama", "mistral"}
 
 
 # -- tensors ---------------------------------------------------------------------------------------
-def _permute(weights: np.ndarray, n_head: int) -> np.ndarray:
-    """HF rotary layout -> the interleaved layout llama.cpp expects for Q and K."""
+def permute_qk(weights: np.ndarray, n_head: int) -> np.ndarray:
+    """HF rotary layout -> the interleaved layout llama.cpp's Llama conversion gives Q and K (rows reordered)."""
     return weights.reshape(n_head, 2, weights.shape[0] // n_head // 2, *weights.shape[1:]).swapaxes(1, 2).reshape(weights.shape)
 
 
-def _tensor_dtype(name: str, array: np.ndarray, outtype: str):
+def encode_tensor(name: str, array: np.ndarray, outtype: str):
+    """``(data, raw_dtype)`` to write ``array`` in ``outtype``: norms and 1-D tensors stay f32; a 2-D
+    tensor whose rows are no multiple of 32 is written f16 (raw_dtype None: ``data``'s own dtype)."""
     import gguf
 
     if array.ndim < 2 or name.endswith("_norm.weight") or outtype == "f32":
@@ -224,10 +226,10 @@ def write_gguf(model, tokenizer, out_path, *, source_gguf=None, outtype: str = "
             if new_name is None:
                 raise ExportError(f"no GGUF name for tensor {hf_name}")
             if hf_name.endswith("q_proj.weight"):
-                array = _permute(array, n_head)
+                array = permute_qk(array, n_head)
             elif hf_name.endswith("k_proj.weight"):
-                array = _permute(array, n_kv)
-            data, qtype = _tensor_dtype(new_name, array, outtype)
+                array = permute_qk(array, n_kv)
+            data, qtype = encode_tensor(new_name, array, outtype)
             writer.add_tensor(new_name, data, raw_dtype=qtype)
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
