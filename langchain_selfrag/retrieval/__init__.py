@@ -16,6 +16,7 @@ The default store is Chroma on disk with the offline all-MiniLM-L6-v2 embeddings
 
 from .embeddings import default_embeddings, minilm_path
 from .fetch import RETRIEVER_THREADS, afetch_documents, as_source, fetch_documents, with_k
+from .fusion import FusionRetriever, reciprocal_rank_fusion
 from .indexing import IndexReport, format_skipped, index_path
 from .loading import (
     JSONL_SUFFIXES,
@@ -42,6 +43,7 @@ __all__ = [
     "CHROMA_TIMEOUT",
     "DEFAULT_COLLECTION",
     "DEFAULT_STORE",
+    "FusionRetriever",
     "JSONL_SUFFIXES",
     "MARKDOWN_SUFFIXES",
     "RETRIEVER_THREADS",
@@ -62,6 +64,7 @@ __all__ = [
     "load_file",
     "minilm_path",
     "open_store",
+    "reciprocal_rank_fusion",
     "split_documents",
     "store_size",
     "with_k",

@@ -35,11 +35,11 @@ EXPECTED_ALL = {
         "split_answer", "split_sentences", "splitter_prompt", "strip_citations", "utility", "without_own",
     ],
     "langchain_selfrag.retrieval": [
-        "CHROMA_TIMEOUT", "DEFAULT_COLLECTION", "DEFAULT_STORE", "IndexReport", "JSONL_SUFFIXES",
+        "CHROMA_TIMEOUT", "DEFAULT_COLLECTION", "DEFAULT_STORE", "FusionRetriever", "IndexReport", "JSONL_SUFFIXES",
         "MARKDOWN_SUFFIXES", "RETRIEVER_THREADS", "SUPPORTED_SUFFIXES", "TEXT_SUFFIXES", "afetch_documents",
         "as_source", "chroma_http_client", "chroma_timeout", "chunk_id", "default_embeddings",
         "document_title", "fetch_documents", "format_skipped", "index_path", "iter_files", "load_file",
-        "minilm_path", "open_store", "split_documents", "store_size", "with_k",
+        "minilm_path", "open_store", "reciprocal_rank_fusion", "split_documents", "store_size", "with_k",
     ],
     "langchain_selfrag.evaluation": [
         "DEFAULT_SYSTEMS", "Dataset", "DatasetError", "EvalError", "EvalOptions", "Example", "FORMATS",
