@@ -1,4 +1,5 @@
-"""Command line for ReSearch data (Algorithm 1 of seed 004): ``python -m training.research``.
+"""Command line for ReSearch data (Algorithm 1 of "LLMs can learn self-restraint through iterative self-reflection"):
+``python -m training.research``.
 
 Questions come from a text file of ``Who is X?`` lines (``bio_entities.txt``) or a JSONL file of
 ``{"question", "entity"?, "id"?, "passages"?}`` records; ``--passages`` adds passages line by line

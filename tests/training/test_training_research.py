@@ -1,5 +1,6 @@
-"""Training on ReSearch data (seed 004): best-sample SFT records, DPO pairs, RLOO rewards, and real
-SFT / DPO / RLOO runs on a tiny random model (a few steps each; adapters saved and reloaded)."""
+"""Training on ReSearch data ("LLMs can learn self-restraint through iterative self-reflection"): best-sample SFT
+records, DPO pairs, RLOO rewards, and real SFT / DPO / RLOO runs on a tiny random model (a few steps each; adapters
+saved and reloaded)."""
 
 from __future__ import annotations
 
