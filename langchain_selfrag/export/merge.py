@@ -33,8 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from . import ExportError
-from .gguf import OUTTYPES, WRITTEN_TYPES, encode_tensor, permute_qk
-from .quantize import quantize_gguf
+from .gguf import OUTTYPES, WRITTEN_TYPES, encode_tensor, file_type, gguf_writer, permute_qk, quantized_via_f32
 
 __all__ = ["LoraAdapter", "load_adapter", "merge_gguf", "read_safetensors"]
 
@@ -237,15 +236,13 @@ def _copy_metadata(reader, writer, plan: _Plan, name: str, outtype: str) -> None
     """The base file's key-value pairs, with the new name, file type and the grown vocabulary."""
     import gguf
 
-    file_type = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
-                 "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[outtype]
     n_new = len(plan.new_tokens)
     grown = {
         "tokenizer.ggml.tokens": lambda v: v + [t for t, _ in plan.new_tokens],
         "tokenizer.ggml.token_type": lambda v: v + [int(gguf.TokenType.CONTROL)] * n_new,
         "tokenizer.ggml.scores": lambda v: v + [-1000.0] * n_new,
     }
-    replaced = {"general.name": name, "general.file_type": int(file_type),
+    replaced = {"general.name": name, "general.file_type": file_type(outtype),
                 f"{plan.arch}.vocab_size": len(plan.vocab) + n_new}
     for key, fld in reader.fields.items():
         if key.startswith("GGUF.") or key == "general.architecture":
@@ -276,33 +273,17 @@ def merge_gguf(base: str | os.PathLike, adapter: str | os.PathLike, out: str | o
         raise ExportError(f"outtype must be one of {OUTTYPES}, not {outtype!r}")
     out = Path(out)
     if outtype not in WRITTEN_TYPES:
-        full = out.with_name(out.name + ".f32")
-        try:
-            merge_gguf(base, adapter, full, tokens=tokens, outtype="f32", name=name, progress=progress)
-            return quantize_gguf(full, out, outtype)
-        finally:
-            full.unlink(missing_ok=True)
+        return quantized_via_f32(out, outtype, lambda full: merge_gguf(
+            base, adapter, full, tokens=tokens, outtype="f32", name=name, progress=progress))
     base = Path(base)
     if not base.is_file():
         raise ExportError(f"no GGUF file at {base}")
     reader = gguf.GGUFReader(str(base))
     plan = _Plan(reader, load_adapter(adapter), tokens)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".partial")
-    writer = gguf.GGUFWriter(str(tmp), plan.arch)
-    try:
+    with gguf_writer(out, plan.arch) as writer:
         _copy_metadata(reader, writer, plan, name, outtype)
         for tensor in tqdm(reader.tensors, desc="merging", unit="tensor", disable=not progress, file=sys.stderr):
             weights = gguf.quants.dequantize(tensor.data, tensor.tensor_type).astype(np.float32, copy=False)
             data, qtype = encode_tensor(tensor.name, plan.merged(tensor.name, weights), outtype)
             writer.add_tensor(tensor.name, data, raw_dtype=qtype)
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_tensors_to_file()
-        writer.close()
-    except BaseException:
-        writer.close()
-        tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, out)
     return out

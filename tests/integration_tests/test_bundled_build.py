@@ -163,26 +163,6 @@ def test_the_shipped_bundle_builds_without_torch(tmp_path):
 
 
 # -- the numpy merge against PEFT's ----------------------------------------------------------------
-def _random_adapter(base_dir: Path, out_dir: Path):
-    """A LoRA + token-row adapter with random weights on ``base_dir`` (the training recipe's config)."""
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("peft")
-    from peft import get_peft_model
-
-    from training.core.adapters import lora_config, prepare_model
-    from training.core.config import SFTRunConfig
-
-    model, _, ids = prepare_model(str(base_dir))
-    peft_model = get_peft_model(model, lora_config(model, sorted(ids.values()), SFTRunConfig("", "", "")))
-    torch.manual_seed(1)
-    with torch.no_grad():
-        for _, p in peft_model.named_parameters():
-            if p.requires_grad:
-                p.add_(torch.randn_like(p) * 0.3)
-    peft_model.save_pretrained(str(out_dir), save_embedding_layers=False)
-    return ids
-
-
 def _peft_merged_gguf(base_dir: Path, adapter_dir: Path, base_gguf: Path, out: Path) -> Path:
     from peft import PeftModel
 
@@ -199,14 +179,14 @@ def test_numpy_merge_equals_peft_merge(kind, tmp_path, tiny_model_dir):
     """Every tensor of the merged GGUF as PEFT merges it (GQA Q/K permutation, token rows, untied output)."""
     pytest.importorskip("torch")
     pytest.importorskip("peft")
-    from tiny_models import plain_tiny_model
+    from tiny_models import plain_tiny_model, random_adapter
 
     from langchain_selfrag.export.gguf import export_gguf
     from langchain_selfrag.export.merge import merge_gguf
 
     base_dir = plain_tiny_model(tmp_path / "base", seed=3) if kind == "tied-new-tokens" else tiny_model_dir
     base_gguf = export_gguf(base_dir, tmp_path / "base.gguf", outtype="f32")
-    ids = _random_adapter(base_dir, tmp_path / "adapter")
+    _, ids = random_adapter(base_dir, tmp_path / "adapter")
     config = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
     assert ("lm_head" in config["trainable_token_indices"]) == (kind != "tied-new-tokens")
     want = _peft_merged_gguf(base_dir, tmp_path / "adapter", base_gguf, tmp_path / "peft.gguf")
