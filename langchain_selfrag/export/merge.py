@@ -193,10 +193,10 @@ class _Plan:
             self.rows[gguf_name(module)[0]] = (ids, rows)
         self.vocab = list(_contents(reader, "tokenizer.ggml.tokens"))
         self.new_tokens = self._new_tokens(tokens)
-        vocab_tensors = [t.name for t in reader.tensors if t.name.split(".")[0] in ("token_embd", "output")
-                         and len(t.shape) == 2 and int(t.shape[1]) == len(self.vocab)]
-        self.vocab_tensors = vocab_tensors
-        for name in vocab_tensors:
+        #: the embedding and an untied output matrix: one row per token, so they grow with the vocabulary
+        self.vocab_tensors = [t.name for t in reader.tensors if t.name.split(".")[0] in ("token_embd", "output")
+                              and len(t.shape) == 2 and int(t.shape[1]) == len(self.vocab)]
+        for name in self.vocab_tensors:
             trained = set(self.rows.get(name, ([], None))[0])
             missing = [tok for tok, i in self.new_tokens if i not in trained]
             if missing:
