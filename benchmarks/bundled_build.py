@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         reference = torch_build(Path(tmp) / "torch.gguf")
         torch_s = time.perf_counter() - start
         figures = {"numpy_build_s": round(numpy_s, 1), "torch_build_s": round(torch_s, 1),
-                   **compare_tensors(fresh, reference), **compare_outputs(fresh, reference, args.threads, args.new_tokens)}
+                   **compare_tensors(fresh, reference),
+                   **compare_outputs(fresh, reference, args.threads, args.new_tokens)}
     print(figures)
     if args.json:
         run.write(args.json, vars(args), figures)

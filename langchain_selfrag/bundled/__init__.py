@@ -181,7 +181,8 @@ def build_gguf(out: Path | None = None, *, folder: Path | None = None, base: Pat
     from ..export import ExportError
     from ..export.merge import merge_gguf
 
-    tokens = {k: int(v) for k, v in json.loads((folder / META_FILE).read_text()).get("reflection_token_ids", {}).items()}
+    meta = json.loads((folder / META_FILE).read_text())
+    tokens = {k: int(v) for k, v in meta.get("reflection_token_ids", {}).items()}
     if sorted(tokens) != sorted(T.REFLECTION_TOKENS):
         raise BundleError(f"{folder / META_FILE} does not give the id of every reflection token")
     if progress:

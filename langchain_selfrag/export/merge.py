@@ -118,7 +118,8 @@ def load_adapter(folder: str | os.PathLike) -> LoraAdapter:
         raise ExportError(f"cannot read the adapter config in {folder}: {exc}") from exc
     if config.get("peft_type") != "LORA":
         raise ExportError(f"only LoRA adapters can be merged, not {config.get('peft_type')!r}")
-    for key, what in (("use_dora", "DoRA"), ("modules_to_save", "modules_to_save"), ("target_parameters", "target_parameters")):
+    for key, what in (("use_dora", "DoRA"), ("modules_to_save", "modules_to_save"),
+                      ("target_parameters", "target_parameters")):
         if config.get(key):
             raise ExportError(f"the adapter in {folder} uses {what}, which this merge does not support")
     if config.get("bias", "none") != "none" or config.get("lora_bias"):

@@ -133,7 +133,8 @@ def test_the_shipped_bundle_builds_without_torch(tmp_path):
         "    sys.modules[name] = None  # import fails\n"
         "from langchain_selfrag.bundled import default_model_path\n"
         "print(default_model_path(progress=False))\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in {'torch', 'transformers', 'peft'} and sys.modules[m]))\n"
+        "print(sorted(m for m in sys.modules\n"
+        "             if m.split('.')[0] in {'torch', 'transformers', 'peft'} and sys.modules[m]))\n"
     )
     env = {**os.environ, "SELFRAG_CACHE_DIR": str(tmp_path)}
     env.pop("SELFRAG_MODEL", None)

@@ -47,7 +47,8 @@ EXPECTED_ALL = {
         "load_dataset", "match", "normalize_answer", "resolve_systems", "run_evaluation", "select_examples",
     ],
     "langchain_selfrag.bundled": [
-        "ADAPTER_FILE", "BundleError", "CONFIG_FILE", "INSTALL_HINT", "META_FILE", "MODEL_NAME", "OUTTYPE", "build_gguf",
+        "ADAPTER_FILE", "BundleError", "CONFIG_FILE", "INSTALL_HINT", "META_FILE", "MODEL_NAME", "OUTTYPE",
+        "build_gguf",
         "build_model", "bundle_available", "bundle_dir", "cache_dir", "cached_gguf_path", "default_model_path",
     ],
     "langchain_selfrag.export": [
