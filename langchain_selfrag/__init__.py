@@ -5,10 +5,13 @@ Heavy pieces are imported on first use, so ``import langchain_selfrag`` stays fa
 
 from __future__ import annotations
 
-from importlib import import_module
+from importlib import import_module, metadata
 from typing import Any
 
-__version__ = "0.1.0"
+try:
+    __version__ = metadata.version("langchain-selfrag")
+except metadata.PackageNotFoundError:  # a checkout on sys.path that was never installed
+    __version__ = ""
 
 _LAZY = {
     "SelfRAGChain": "langchain_selfrag.chain",

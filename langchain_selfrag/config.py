@@ -72,7 +72,7 @@ class SelfRAGConfig:
         "legitimately end at once). Off: plain greedy decoding, which lets a segment end before it has any "
         "answer text")
     rho: float | None = _knob(
-        None, "target accuracy rho* of self-restraint (seed 004), 0 <= rho < 1: the restrain node runs after "
+        None, "target accuracy rho* of self-restraint (ReSearch paper), 0 <= rho < 1: the restrain node runs after "
         "select, the answer is split into claims, the claims with p(true) > rho are kept and the run "
         "abstains when none is (E[U] <= 0); prints each claim and E[U]. None: no restraint",
         metavar="RHO")

@@ -7,7 +7,7 @@ The commands, each ``python -m training.X`` (an argument parser and a ``main``):
 * :mod:`training.generator_data` — the paper's Algorithm 3 (critic + retriever) in the published format;
 * :mod:`training.generator_sft` — generator fine-tuning with the 15 reflection tokens;
 * :mod:`training.export` — merged Hugging Face directory and GGUF with reflection control tokens;
-* :mod:`training.research` — ReSearch data (Algorithm 1 of seed 004): samples with expected utilities;
+* :mod:`training.research` — ReSearch data (Algorithm 1 of the self-restraint paper): samples with expected utilities;
 * :mod:`training.research_sft`, :mod:`training.dpo`, :mod:`training.rloo` — SFT, DPO and RLOO on ReSearch data.
 
 The library they share:

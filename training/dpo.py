@@ -1,4 +1,5 @@
-"""DPO on ReSearch data (seed 004): TRL's ``DPOTrainer`` + PEFT LoRA on the 2 best x 2 worst samples.
+"""DPO on ReSearch data ("LLMs can learn self-restraint through iterative self-reflection"): TRL's ``DPOTrainer`` +
+PEFT LoRA on the 2 best x 2 worst samples.
 
 Pairs come from :func:`training.restraint.pairs.dpo_dataset` (best by expected utility chosen,
 worst rejected; pairs of equal utility skipped). The LoRA adapter and the trainable

@@ -1,4 +1,5 @@
-"""Command line for ReSearch data (Algorithm 1 of seed 004): ``python -m training.research``.
+"""Command line for ReSearch data (Algorithm 1 of "LLMs can learn self-restraint through iterative self-reflection"):
+``python -m training.research``.
 
 Questions come from a text file of ``Who is X?`` lines (``bio_entities.txt``) or a JSONL file of
 ``{"question", "entity"?, "id"?, "passages"?}`` records; ``--passages`` adds passages line by line
@@ -38,12 +39,12 @@ def load_lm(model: str, threads: int | None = None, n_ctx: int = 4096) -> Any:
     from langchain_selfrag.lm import load_reflection_lm, resolve_backend
 
     if model == "bundled":
-        from langchain_selfrag.bundled import default_model_path
+        from langchain_selfrag.bundled import BundleError, default_model_path
 
-        path = default_model_path()
-        if path is None:
-            raise SystemExit("the bundled model is not available here; pass --model PATH")
-        model = str(path)
+        try:
+            model = str(default_model_path())
+        except BundleError as exc:
+            raise SystemExit(f"the bundled model is not available here ({exc}); pass --model PATH") from exc
     options: dict[str, Any] = {}
     if resolve_backend(model) == "llamacpp":
         options = {"n_ctx": n_ctx} | ({"n_threads": threads} if threads else {})

@@ -1,4 +1,5 @@
-"""SFT on the best ReSearch sample of each question (seed 004), through ``training.trainers.sft.train_sft``.
+"""SFT on the best ReSearch sample of each question ("LLMs can learn self-restraint through iterative
+self-reflection"), through ``training.trainers.sft.train_sft``.
 
 The best sample (highest expected utility; ties: fewer claims, so the abstention wins a tie at 0)
 becomes a ``{prompt, output}`` record: the policy's exact prompt and the sample's raw completion.

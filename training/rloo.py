@@ -1,4 +1,5 @@
-"""RLOO on ReSearch prompts (seed 004): TRL's ``RLOOTrainer`` + PEFT LoRA, reward = expected utility.
+"""RLOO on ReSearch prompts ("LLMs can learn self-restraint through iterative self-reflection"): TRL's ``RLOOTrainer``
++ PEFT LoRA, reward = expected utility.
 
 The reward of a sampled completion is its E[U] at rho* (Eq. 4) under a FROZEN evaluator: a
 ``ClaimSplitter`` breaks the answer into claims and a ``ClaimScorer`` gives each a probability of

@@ -1,1 +1,2 @@
-"""Self-restraint (seed 004) for the bundled model: ReSearch data, DPO/SFT/RLOO, `selfrag eval bio`."""
+"""Self-restraint ("LLMs can learn self-restraint through iterative self-reflection") for the bundled model:
+ReSearch data, DPO/SFT/RLOO, `selfrag eval bio`."""

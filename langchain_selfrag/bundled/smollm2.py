@@ -6,6 +6,9 @@ import importlib.util
 from pathlib import Path
 
 SMOLLM2_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: The name that asks for this base model itself (``selfrag ask --model smollm2-135m-instruct``):
+#: untrained for Self-RAG, it is never loaded unless named.
+BASE_MODEL_NAME = "smollm2-135m-instruct"
 
 
 def smollm2_gguf_path() -> Path | None:

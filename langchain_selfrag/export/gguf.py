@@ -18,9 +18,11 @@ exactly like the Hugging Face tokenizer.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +40,14 @@ _LLAMA_TYPES = {"llama", "mistral"}
 
 
 # -- tensors ---------------------------------------------------------------------------------------
-def _permute(weights: np.ndarray, n_head: int) -> np.ndarray:
-    """HF rotary layout -> the interleaved layout llama.cpp expects for Q and K."""
+def permute_qk(weights: np.ndarray, n_head: int) -> np.ndarray:
+    """HF rotary layout -> the interleaved layout llama.cpp's Llama conversion gives Q and K (rows reordered)."""
     return weights.reshape(n_head, 2, weights.shape[0] // n_head // 2, *weights.shape[1:]).swapaxes(1, 2).reshape(weights.shape)
 
 
-def _tensor_dtype(name: str, array: np.ndarray, outtype: str):
+def encode_tensor(name: str, array: np.ndarray, outtype: str):
+    """``(data, raw_dtype)`` to write ``array`` in ``outtype``: norms and 1-D tensors stay f32; a 2-D
+    tensor whose rows are no multiple of 32 is written f16 (raw_dtype None: ``data``'s own dtype)."""
     import gguf
 
     if array.ndim < 2 or name.endswith("_norm.weight") or outtype == "f32":
@@ -54,6 +58,49 @@ def _tensor_dtype(name: str, array: np.ndarray, outtype: str):
         return array.astype(np.float16), None
     qtype = gguf.GGMLQuantizationType.Q8_0
     return gguf.quants.quantize(array.astype(np.float32), qtype), qtype
+
+
+def file_type(outtype: str) -> int:
+    """``general.file_type`` of a file gguf-py writes in ``outtype`` (one of :data:`WRITTEN_TYPES`)."""
+    import gguf
+
+    return int({"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
+                "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[outtype])
+
+
+@contextlib.contextmanager
+def gguf_writer(out: Path, arch: str, check: Callable[[Path], None] | None = None) -> Iterator[Any]:
+    """A ``GGUFWriter`` on a partial file beside ``out``: the block adds metadata and tensors, then the
+    file is written, ``check``-ed and moved onto ``out``. On any error nothing is left behind (the
+    partial name holds the process id, so two processes building the same file do not collide)."""
+    import gguf
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f"{out.name}.{os.getpid()}.partial")
+    writer = gguf.GGUFWriter(str(tmp), arch)
+    try:
+        yield writer
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+        if check is not None:
+            check(tmp)
+    except BaseException:
+        writer.close()
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, out)
+
+
+def quantized_via_f32(out: Path, outtype: str, write_f32: Callable[[Path], Path]) -> Path:
+    """A file in one of :data:`LLAMA_QUANT_TYPES`: written in f32 by ``write_f32``, then quantised by llama.cpp."""
+    full = out.with_name(out.name + ".f32")
+    try:
+        write_f32(full)
+        return quantize_gguf(full, out, outtype)
+    finally:
+        full.unlink(missing_ok=True)
 
 
 # -- RoPE ------------------------------------------------------------------------------------------
@@ -168,13 +215,8 @@ def write_gguf(model, tokenizer, out_path, *, source_gguf=None, outtype: str = "
     if outtype not in OUTTYPES:
         raise ExportError(f"outtype must be one of {OUTTYPES}, not {outtype!r}")
     if outtype in LLAMA_QUANT_TYPES:
-        out = Path(out_path)
-        full = out.with_name(out.name + ".f32")
-        try:
-            write_gguf(model, tokenizer, full, source_gguf=source_gguf, outtype="f32", name=name)
-            return quantize_gguf(full, out, outtype)
-        finally:
-            full.unlink(missing_ok=True)
+        return quantized_via_f32(Path(out_path), outtype, lambda full: write_gguf(
+            model, tokenizer, full, source_gguf=source_gguf, outtype="f32", name=name))
     config = model.config
     if getattr(config, "model_type", None) not in _LLAMA_TYPES:
         raise ExportError(f"GGUF export supports Llama-architecture models, not {getattr(config, 'model_type', None)!r}")
@@ -183,11 +225,8 @@ def write_gguf(model, tokenizer, out_path, *, source_gguf=None, outtype: str = "
     state = {k: v.detach().to(torch.float32).cpu().numpy() for k, v in model.state_dict().items()}
     tied = bool(getattr(config, "tie_word_embeddings", False))
     out = Path(out_path)
-    out.parent.mkdir(parents=True, exist_ok=True)
     arch = gguf.MODEL_ARCH.LLAMA
-    tmp = out.with_name(out.name + ".partial")
-    writer = gguf.GGUFWriter(str(tmp), gguf.MODEL_ARCH_NAMES[arch])
-    try:
+    with gguf_writer(out, gguf.MODEL_ARCH_NAMES[arch], check=lambda path: check_tokenizer(path, tokenizer)) as writer:
         n_head = config.num_attention_heads
         n_kv = getattr(config, "num_key_value_heads", None) or n_head
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // n_head
@@ -203,8 +242,7 @@ def write_gguf(model, tokenizer, out_path, *, source_gguf=None, outtype: str = "
         writer.add_value_length(head_dim)
         rope_freqs = _write_rope(writer, rope_parameters(config), head_dim)
         writer.add_layer_norm_rms_eps(float(config.rms_norm_eps))
-        file_type = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}
-        writer.add_file_type(int(file_type[outtype]))
+        writer.add_file_type(file_type(outtype))
         n_vocab = tokenizer_from_gguf(writer, Path(source_gguf), tokenizer) if source_gguf else tokenizer_from_hf(writer, tokenizer)
         writer.add_vocab_size(n_vocab)
         embed = state["model.embed_tokens.weight"]
@@ -224,19 +262,9 @@ def write_gguf(model, tokenizer, out_path, *, source_gguf=None, outtype: str = "
             if new_name is None:
                 raise ExportError(f"no GGUF name for tensor {hf_name}")
             if hf_name.endswith("q_proj.weight"):
-                array = _permute(array, n_head)
+                array = permute_qk(array, n_head)
             elif hf_name.endswith("k_proj.weight"):
-                array = _permute(array, n_kv)
-            data, qtype = _tensor_dtype(new_name, array, outtype)
+                array = permute_qk(array, n_kv)
+            data, qtype = encode_tensor(new_name, array, outtype)
             writer.add_tensor(new_name, data, raw_dtype=qtype)
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_tensors_to_file()
-        writer.close()
-        check_tokenizer(tmp, tokenizer)
-    except BaseException:
-        writer.close()
-        tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, out)
     return out

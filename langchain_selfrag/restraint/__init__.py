@@ -1,4 +1,5 @@
-"""Self-restraint (seed 004, ReSearch): say only what is likely true, or nothing at all.
+"""Self-restraint (ReSearch, "LLMs can learn self-restraint through iterative self-reflection"):
+say only what is likely true, or nothing at all.
 
 * :mod:`.utility`: ``lam``, ``utility``, ``expected_utility`` (Eq. 1-4) and ``keep_claims``, pure;
 * :mod:`.prompts`: Table 4's P_write, P_safe write, P_rewrite, P_eval and P_splitter;

@@ -1,4 +1,5 @@
-"""Self-restraint of one answer (seed 004, Eq. 1-4): keep the claims likely enough to say, or abstain.
+"""Self-restraint of one answer ("LLMs can learn self-restraint through iterative self-reflection", Eq. 1-4): keep the
+claims likely enough to say, or abstain.
 
 The answer is split into claims, each claim gets a probability of being true, the claims with
 ``p > rho`` are kept and ``E[U]`` is computed over them. When nothing is worth saying (no claim

@@ -1,4 +1,5 @@
-"""Claim splitting: an answer into atomic claims (seed 004, section 3.1 and Table 4's P_splitter).
+"""Claim splitting: an answer into atomic claims ("LLMs can learn self-restraint through iterative self-reflection",
+section 3.1 and Table 4's P_splitter).
 
 :func:`split_sentences` and :func:`parse_claims` are pure. :class:`SentenceSplitter` needs no model
 (one claim per sentence); :class:`LLMClaimSplitter` asks any LangChain chat model or LLM to break

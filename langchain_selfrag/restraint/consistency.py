@@ -1,4 +1,5 @@
-"""Self-consistency (seed 004, Eq. 3): a claim is likely true when the other sampled answers agree.
+"""Self-consistency ("LLMs can learn self-restraint through iterative self-reflection", Eq. 3): a claim is likely true
+when the other sampled answers agree.
 
 * :class:`SelfConsistencyScorer`: the paper's P_eval path, a verbalised probability from any
   LangChain chat model or LLM;
@@ -63,7 +64,7 @@ def without_own(claim: str, subset: Sequence[str]) -> tuple[str, ...]:
 
 
 class SelfConsistencyScorer:
-    """Verbalised self-consistency (seed 004, Eq. 3) through any LangChain chat model or LLM.
+    """Verbalised self-consistency (the self-restraint paper's Eq. 3) through any LangChain chat model or LLM.
 
     A claim's sources are :func:`sentence_pool` of ``samples`` (repeats kept) less one occurrence of
     the claim's own sentence. ``n_subsets`` subsets of ``subset_size`` of them are drawn with

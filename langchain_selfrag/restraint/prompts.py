@@ -1,4 +1,5 @@
-"""The prompts of seed 004 (Table 4), as ``str.format`` templates.
+"""The prompts of "LLMs can learn self-restraint through iterative self-reflection" (Table 4),
+as ``str.format`` templates.
 
 The words are Table 4's, verbatim. The table prints each prompt on one line; the line breaks here
 (before ``Facts:``, ``Claim:``, ``Probability:``, ``Entity:``, ``Sentence:``, ``Claims:``) follow

@@ -1,4 +1,5 @@
-"""How a ReSearch record's samples are ranked (seed 004, section 4), as pure functions.
+"""How a ReSearch record's samples are ranked
+("LLMs can learn self-restraint through iterative self-reflection", section 4), as pure functions.
 
 * ``"research"`` (ReSearch): by expected utility E[U] (Eq. 4); the abstention is worth 0. Ties: fewer
   claims first (so the abstention wins a tie with an answer worth 0), then sample order.

@@ -1,6 +1,6 @@
 """The kept claims as an answer: rewritten with P_rewrite when a rewriter is there, whole sentences otherwise.
 
-Restraint keeps some claims of an answer and drops the rest. Seed 004 turns kept claims into text
+Restraint keeps some claims of an answer and drops the rest. The self-restraint paper turns kept claims into text
 with P_rewrite ("Write a biography of {entity} ... should include ... the following facts"):
 :class:`LLMRewriter` does that through any LangChain chat model or LLM. Without one, the kept
 sentences are joined as they are (:func:`join_kept`), and a first kept sentence that opened with a

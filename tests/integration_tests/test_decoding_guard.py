@@ -12,8 +12,6 @@ import math
 import os
 import string
 import sys
-import warnings
-from pathlib import Path
 
 import pytest
 import torch
@@ -70,17 +68,11 @@ def lm(request, hf):
 
 
 @pytest.fixture(scope="module")
-def bundled():
+def bundled(bundled_gguf):
     pytest.importorskip("llama_cpp")
-    from langchain_selfrag.bundled import default_model_path
     from langchain_selfrag.lm.llamacpp import LlamaCppReflectionLM
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        path = default_model_path(progress=False)
-    if path is None:
-        pytest.skip("the bundled model cannot be built here")
-    model = LlamaCppReflectionLM(Path(path), n_ctx=2048, n_threads=1)
+    model = LlamaCppReflectionLM(bundled_gguf, n_ctx=2048, n_threads=1)
     yield model
     model.close()
 

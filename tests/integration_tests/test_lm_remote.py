@@ -59,22 +59,13 @@ needs_server = pytest.mark.skipif(
 )
 
 
-def bundled_gguf() -> Path | None:
-    """The bundled Self-RAG GGUF (built and cached on first use), or None where it cannot be built."""
-    from langchain_selfrag.bundled import default_model_path
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return default_model_path(progress=False)
-
-
 @pytest.fixture(scope="module", params=["bundled", "smollm2"])
 def gguf(request) -> tuple[str, Path]:
     """Both kinds of vocabulary: the bundled model's reflection tokens are control tokens, which
     llama-cpp-python's server leaves out of its text; SmolLM2 spells them in several tokens."""
     from langchain_selfrag.bundled.smollm2 import smollm2_gguf_path
 
-    path = bundled_gguf() if request.param == "bundled" else smollm2_gguf_path()
+    path = request.getfixturevalue("bundled_gguf") if request.param == "bundled" else smollm2_gguf_path()
     if path is None:
         pytest.skip(f"the {request.param} GGUF is not available here")
     return request.param, Path(path)
@@ -339,7 +330,7 @@ def test_greedy_generation_equals_the_local_backend(remote: RemoteReflectionLM, 
 @pytest.mark.slow
 def test_selfrag_ask_through_the_server_gives_the_local_answer(tmp_path: Path, server_url: str,
                                                               gguf: tuple[str, Path]) -> None:
-    if gguf[0] == "smollm2" and bundled_gguf() is not None:
+    if gguf[0] == "smollm2":
         pytest.skip("the end-to-end run needs only one model: the bundled one")
     docs = tmp_path / "docs"
     docs.mkdir()

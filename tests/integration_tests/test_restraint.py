@@ -1,6 +1,6 @@
-"""Self-restraint (seed 004): the utility by hand, Table 4's prompts, claim splitting and parsing of
-bad model output, and both claim scorers (self-consistency through LangChain fakes, IsSup through the
-fake and the bundled reflection model)."""
+"""Self-restraint ("LLMs can learn self-restraint through iterative self-reflection"): the utility by hand, Table 4's
+prompts, claim splitting and parsing of bad model output, and both claim scorers (self-consistency through LangChain
+fakes, IsSup through the fake and the bundled reflection model)."""
 
 from __future__ import annotations
 

@@ -93,26 +93,20 @@ def test_tiny_model_chain_stream_adds_up(tiny_model_dir) -> None:
 
 
 @pytest.fixture(scope="module")
-def remote_lm(tmp_path_factory):
+def remote_lm(tmp_path_factory, bundled_gguf):
     """The bundled GGUF behind ``python -m llama_cpp.server`` on loopback (stopped afterwards)."""
     import importlib.util
     import os
     import sys
-    import warnings
 
     from loopback import free_port, running
 
     for mod in ("llama_cpp", "fastapi", "uvicorn", "sse_starlette", "starlette_context", "pydantic_settings", "httpx"):
         if importlib.util.find_spec(mod) is None:
             pytest.skip(f"llama_cpp.server needs {mod}")
-    from langchain_selfrag.bundled import default_model_path
     from langchain_selfrag.lm import load_reflection_lm
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        path = default_model_path(progress=False)
-    if path is None:
-        pytest.skip("the bundled model cannot be built here")
+    path = bundled_gguf
     port, threads = free_port(), os.environ.get("SELFRAG_THREADS", "1")
     url = f"http://127.0.0.1:{port}/v1"
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--host", "127.0.0.1", "--port", str(port),

@@ -1,4 +1,5 @@
-"""Tiny random models for tests: a Llama with the 15 reflection tokens as special tokens."""
+"""Tiny random models for tests: a Llama with the 15 reflection tokens as special tokens, and a
+random LoRA + token-row adapter on any base."""
 
 from __future__ import annotations
 
@@ -192,3 +193,24 @@ def write_sft_records(path, n=12):
                          f"[Relevant]A{i}[Fully supported][Utility:5]"})
     path.write_text("\n".join(json.dumps(r) for r in rows))
     return path
+
+
+def random_adapter(base_dir, out_dir, *, seed: int = 1):
+    """A LoRA + token-row adapter with random weights on ``base_dir`` (the training recipe's config)
+    and SFT metadata, saved in ``out_dir`` (a stand-in for the bundled one): ``(peft model, token ids)``."""
+    import torch
+    from peft import get_peft_model
+
+    from training.core.adapters import lora_config, prepare_model
+    from training.core.config import META_FILE, SFTRunConfig
+
+    model, _, ids = prepare_model(str(base_dir))
+    peft_model = get_peft_model(model, lora_config(model, sorted(ids.values()), SFTRunConfig("", "", "")))
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for _, p in peft_model.named_parameters():
+            if p.requires_grad:
+                p.add_(torch.randn_like(p) * 0.3)
+    peft_model.save_pretrained(str(out_dir), save_embedding_layers=False)
+    (Path(out_dir) / META_FILE).write_text(json.dumps({"base_model": str(base_dir), "reflection_token_ids": ids}))
+    return peft_model, ids

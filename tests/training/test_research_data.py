@@ -1,5 +1,5 @@
-"""ReSearch data generation (seed 004, Algorithm 1): the loop, its records, resuming, the CLI, and the
-IsSup self-consistency evaluator."""
+"""ReSearch data generation ("LLMs can learn self-restraint through iterative self-reflection", Algorithm 1): the
+loop, its records, resuming, the CLI, and the IsSup self-consistency evaluator."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Training on ReSearch data (seed 004): best-sample SFT records, DPO pairs, RLOO rewards, and real
-SFT / DPO / RLOO runs on a tiny random model (a few steps each; adapters saved and reloaded)."""
+"""Training on ReSearch data ("LLMs can learn self-restraint through iterative self-reflection"): best-sample SFT
+records, DPO pairs, RLOO rewards, and real SFT / DPO / RLOO runs on a tiny random model (a few steps each; adapters
+saved and reloaded)."""
 
 from __future__ import annotations
 
@@ -474,30 +475,13 @@ def test_dpo_trains_lora_on_pairs_and_masks_evidence(base_dir, tmp_path):
     assert (trained - prepare_model(base_dir)[0].get_input_embeddings().weight[rows]).abs().max() > 1e-3
 
 
-def random_adapter(base_dir, out_dir):
-    """A LoRA + token-row adapter with random weights and SFT metadata (a stand-in for the bundled one)."""
-    from peft import get_peft_model
-
-    from training.core.adapters import lora_config, prepare_model
-    from training.core.config import META_FILE, SFTRunConfig
-
-    model, _, ids = prepare_model(base_dir)
-    peft_model = get_peft_model(model, lora_config(model, sorted(ids.values()), SFTRunConfig("", "", "")))
-    torch.manual_seed(1)
-    with torch.no_grad():
-        for _, p in peft_model.named_parameters():
-            if p.requires_grad:
-                p.add_(torch.randn_like(p) * 0.3)
-    peft_model.save_pretrained(str(out_dir), save_embedding_layers=False)
-    (out_dir / META_FILE).write_text(json.dumps({"base_model": str(base_dir), "reflection_token_ids": ids}))
-    return peft_model
-
-
 def test_dpo_continues_an_adapter_against_itself_as_reference(base_dir, tmp_path):
+    from tiny_models import random_adapter
+
     from training.core.config import ResearchRunConfig
     from training.trainers.dpo import train_dpo
 
-    init = random_adapter(base_dir, tmp_path / "init")
+    init, _ = random_adapter(base_dir, tmp_path / "init")
     data = write_research(tmp_path / "research.jsonl", training_records(2))
     cfg = ResearchRunConfig(str(base_dir), data, str(tmp_path / "dpo2"), max_steps=2, batch_size=4, grad_accum=1,
                             learning_rate=0.0, token_learning_rate=0.0, threads=1, logging_steps=1, max_length=256,

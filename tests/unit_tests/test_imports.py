@@ -35,12 +35,12 @@ EXPECTED_ALL = {
         "split_answer", "split_sentences", "splitter_prompt", "strip_citations", "utility", "without_own",
     ],
     "langchain_selfrag.retrieval": [
-        "CHROMA_TIMEOUT", "DEFAULT_COLLECTION", "DEFAULT_STORE", "IndexReport", "JSONL_SUFFIXES",
+        "CHROMA_TIMEOUT", "DEFAULT_COLLECTION", "DEFAULT_STORE", "FusionRetriever", "IndexReport", "JSONL_SUFFIXES",
         "MARKDOWN_SUFFIXES", "RECORDS_FILE", "RETRIEVER_THREADS", "SQLiteRecordManager", "SUPPORTED_SUFFIXES", "SyncPlan",
         "TEXT_SUFFIXES", "afetch_documents", "as_source", "chroma_http_client", "chroma_timeout", "chunk_id",
         "default_embeddings", "document_title", "fetch_documents", "format_plan", "format_skipped", "index_path",
-        "iter_files", "load_file", "minilm_path", "open_store", "records_path", "scan_folder", "split_documents",
-        "store_size", "with_k",
+        "iter_files", "load_file", "minilm_path", "open_store", "reciprocal_rank_fusion", "records_path",
+        "scan_folder", "split_documents", "store_size", "with_k",
     ],
     "langchain_selfrag.evaluation": [
         "DEFAULT_SYSTEMS", "Dataset", "DatasetError", "EvalError", "EvalOptions", "Example", "FORMATS",
@@ -48,7 +48,8 @@ EXPECTED_ALL = {
         "load_dataset", "match", "normalize_answer", "resolve_systems", "run_evaluation", "select_examples",
     ],
     "langchain_selfrag.bundled": [
-        "ADAPTER_FILE", "BundleError", "CONFIG_FILE", "META_FILE", "MODEL_NAME", "OUTTYPE", "build_gguf",
+        "ADAPTER_FILE", "BundleError", "CONFIG_FILE", "INSTALL_HINT", "META_FILE", "MODEL_NAME", "OUTTYPE",
+        "build_gguf",
         "build_model", "bundle_available", "bundle_dir", "cache_dir", "cached_gguf_path", "default_model_path",
     ],
     "langchain_selfrag.export": [

@@ -1,4 +1,4 @@
-"""The ``restrain`` node (seed 004 at inference): in SelfRAGChain, in the compiled graph, in a user's own
+"""The ``restrain`` node (self-restraint at inference): in SelfRAGChain, in the compiled graph, in a user's own
 StateGraph, through the LangGraph server's JSON context and the ``selfrag ask --rho`` command."""
 
 from __future__ import annotations

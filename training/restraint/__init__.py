@@ -1,4 +1,4 @@
-"""Self-restraint (seed 004) training data.
+"""Self-restraint ("LLMs can learn self-restraint through iterative self-reflection") training data.
 
 * :mod:`~training.restraint.questions` — the questions, with their passages;
 * :mod:`~training.restraint.algorithm` — ReSearch data, Algorithm 1: samples with expected utilities;

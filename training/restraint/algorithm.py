@@ -1,4 +1,5 @@
-"""ReSearch data generation (seed 004, section 3.2 and Algorithm 1): samples with expected utilities.
+"""ReSearch data generation ("LLMs can learn self-restraint through iterative self-reflection", section 3.2 and
+Algorithm 1): samples with expected utilities.
 
 For each question: K iterations of J samples from a policy, the first with P_write, later ones with
 P_rewrite listing the claims believed true so far (p > rho) as "Facts"; every sample is split into

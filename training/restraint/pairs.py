@@ -1,4 +1,5 @@
-"""ReSearch records (seed 004) -> training data for SFT, DPO and RLOO. Pure: no model, no torch.
+"""ReSearch records ("LLMs can learn self-restraint through iterative self-reflection") -> training data for SFT, DPO
+and RLOO. Pure: no model, no torch.
 
 A ReSearch record holds one question, the exact policy ``prompt`` and its ``samples`` (answers
 with their claims, claim probabilities and expected utility E[U] at the record's ``rho``, plus an

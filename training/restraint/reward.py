@@ -1,5 +1,5 @@
-"""The RLOO reward (seed 004): the expected utility E[U] at rho* (Eq. 4) of a completion under a FROZEN
-evaluator.
+"""The RLOO reward ("LLMs can learn self-restraint through iterative self-reflection"): the expected utility E[U] at
+rho* (Eq. 4) of a completion under a FROZEN evaluator.
 
 A ``ClaimSplitter`` breaks the answer into claims and a ``ClaimScorer`` gives each a probability of
 being true; an abstention (empty, the record's own abstention, or a one-sentence refusal) scores 0.

@@ -1,6 +1,6 @@
-"""RLOO on ReSearch prompts (seed 004): TRL's ``RLOOTrainer`` + PEFT LoRA, reward = expected utility
-(:class:`~training.restraint.reward.UtilityReward`). Writes what :func:`~training.trainers.dpo.train_dpo`
-writes, plus the reward curve and the reward's counts in the metadata."""
+"""RLOO on ReSearch prompts ("LLMs can learn self-restraint through iterative self-reflection"): TRL's ``RLOOTrainer``
++ PEFT LoRA, reward = expected utility (:class:`~training.restraint.reward.UtilityReward`). Writes what
+:func:`~training.trainers.dpo.train_dpo` writes, plus the reward curve and the reward's counts in the metadata."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The self-restraint section (seed 004): the ``selfrag eval bio`` report of
-``cookbook/restraint_smollm2``, copied into the model folder, and what that recipe ran."""
+"""The self-restraint section ("LLMs can learn self-restraint through iterative self-reflection"):
+the ``selfrag eval bio`` report of ``cookbook/restraint_smollm2``, copied into the model folder, and what that
+recipe ran."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ RESTRAINT_TRAINED = ("dpo", "sft", "rloo")
 
 
 def restraint_section(folder: Path, rows: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
-    """The self-restraint experiment (seed 004), from its ``selfrag eval bio`` report when present."""
+    """The self-restraint experiment ("LLMs can learn self-restraint through iterative self-reflection"), from its
+    ``selfrag eval bio`` report when present."""
     report = read_json(folder, RESTRAINT_REPORT)
     if not report.get("systems"):
         return []
@@ -41,7 +43,9 @@ def restraint_section(folder: Path, rows: Sequence[Mapping[str, Any]] | None = N
     note = " ".join(t for t in (recipe_text(report.get("recipe") or {}, rows),
                                 retrieval_text(report["systems"])) if t) or None
     return [
-        "## Self-restraint (seed 004): ReSearch, SFT/DPO/RLOO, `selfrag eval bio`",
+        "## Self-restraint: ReSearch, SFT/DPO/RLOO, `selfrag eval bio`",
+        "",
+        "From \"LLMs can learn self-restraint through iterative self-reflection\".",
         "",
         ("`cookbook/restraint_smollm2/run.sh`; held-out entities of the fixed split and invented people; "
          "value [bootstrap 95% interval]. U(ρ\\*) is the mean utility per question (abstention = 0)."),

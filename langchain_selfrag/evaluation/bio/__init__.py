@@ -1,4 +1,5 @@
-"""The biography harness of ``selfrag eval bio``: self-restraint on "Who is X?" (seed 004, section 4).
+"""The biography harness of ``selfrag eval bio``: self-restraint on "Who is X?"
+("LLMs can learn self-restraint through iterative self-reflection", section 4).
 
 * :mod:`.data`: the entities, their passages, the split by entity and invented people;
 * :mod:`.systems`: the compared systems (prompted, Self-RAG, Self-RAG + restrain, ReSearch, trained models);

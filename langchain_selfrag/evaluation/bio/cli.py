@@ -37,8 +37,9 @@ def add_bio_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of ``selfrag eval bio`` (the shared ones belong to ``selfrag eval``)."""
     group = parser.add_argument_group(
         "biographies (selfrag eval bio)",
-        "DATASET 'bio' runs seed 004's biography task; --model NAME=PATH (repeatable) adds a trained model "
-        "(GGUF, HF folder or training adapter folder) as system NAME; --seed also seeds the bootstrap",
+        "DATASET 'bio' runs the biography task of 'LLMs can learn self-restraint through iterative self-reflection'; "
+        "--model NAME=PATH (repeatable) adds a trained model (GGUF, HF folder or training adapter folder) as system "
+        "NAME; --seed also seeds the bootstrap",
     )
     group.add_argument("--data", default="../shared/data",
                        help="folder with bio_entities.txt and bio_retrieved_passages.txt (default ../shared/data)")

@@ -1,4 +1,5 @@
-"""The biography task of seed 004: "Who is X?" for the FActScore entities, their passages, a fixed
+"""The biography task of "LLMs can learn self-restraint through iterative self-reflection":
+"Who is X?" for the FActScore entities, their passages, a fixed
 split by entity, and invented people who appear nowhere in the data.
 
 Files (``../shared/data``, see its DATA.md):

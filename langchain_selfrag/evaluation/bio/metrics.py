@@ -1,4 +1,5 @@
-"""Metrics of the biography task (seed 004, section 4) as pure functions, with bootstrap intervals.
+"""Metrics of the biography task ("LLMs can learn self-restraint through iterative self-reflection", section 4)
+as pure functions, with bootstrap intervals.
 
 One :class:`Judged` per question: did the system abstain, and the judge's label of each claim of
 its answer (True, False, or None when the judge could not tell). Unjudged claims are left out of

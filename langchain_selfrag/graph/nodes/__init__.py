@@ -1,4 +1,4 @@
-"""The Self-RAG graph nodes (paper seed 000, Algorithm 1 and section 3.3), one module each.
+"""The Self-RAG graph nodes (Asai et al., ICLR 2024: Algorithm 1 and section 3.3), one module each.
 
 * :mod:`.prepare`: check the input, build the prompt, reset the search;
 * :mod:`.decide`: ``decide_retrieval``, whether each beam retrieves before its next segment;

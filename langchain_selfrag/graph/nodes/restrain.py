@@ -1,4 +1,5 @@
-"""Self-restraint at inference: the ``restrain`` graph node (seed 004, Eq. 1-4).
+"""Self-restraint at inference: the ``restrain`` graph node
+("LLMs can learn self-restraint through iterative self-reflection", Eq. 1-4).
 
 After ``select`` the chosen answer goes through :func:`~langchain_selfrag.restraint.answer.restrain_answer`:
 it is split into claims, each claim gets a probability of being true, the claims with ``p > rho``
