@@ -200,6 +200,49 @@ def render_index_scale() -> str:
             f"smallest (median): {ratios}.")
 
 
+def _rate(part: dict[str, Any] | None) -> str:
+    if not part or not part.get("n"):
+        return "-"
+    mark = "" if "holds" not in part else (" (bar met)" if part["holds"] else " (bar missed)")
+    return f"{part['right']}/{part['n']}{mark}"
+
+
+def _value(fig: dict[str, Any] | None) -> str:
+    value = (fig or {}).get("value")
+    return "-" if value is None else f"{value:.2f}"
+
+
+def trust_table(summary: dict[str, Any]) -> str:
+    """One row per kind of text: each part's share handled right, then the selective-QA figures."""
+    out = ["| kind of text | answerable: right, cited | near miss: abstained | off topic: abstained | "
+           "coverage | selective accuracy | F1_RG | AURC |", "|---|---|---|---|---:|---:|---:|---:|"]
+    for kind, entry in summary["kinds"].items():
+        parts, sel = entry["parts"], entry["selective"]
+        near = parts.get("near_miss") or parts.get("unanswerable")
+        out.append(f"| {kind} | {_rate(parts.get('answerable'))} | {_rate(near)} | {_rate(parts.get('off_topic'))} | "
+                   f"{_value(sel['coverage'])} | {_value(sel['selective_accuracy'])} | {_value(sel['f1_rg'])} | "
+                   f"{_value(sel['aurc'])} |")
+    return "\n".join(out)
+
+
+def render_trust() -> str:
+    data = result("trust_suite")
+    f, s = data["figures"], data["settings"]
+    squad = f["kinds"].get("squad")
+    extra = ""
+    if squad:
+        only, noise = squad["answerable_only"], squad["parts"].get("noise_only") or {}
+        extra = (f"\n\nOn the SQuAD articles' answerable questions the chain answers {_value(only['coverage'])} of "
+                 f"them with selective accuracy {_value(only['selective_accuracy'])} "
+                 f"({only['selective_accuracy_at_0.6']:.2f} when its confidence keeps the surest 0.6 of them), "
+                 f"and it rejects {noise.get('right')} of {noise.get('n')} noise-only runs.")
+    model = Path(f.get("model") or s.get("model") or "?").name
+    return (f"`{data['command']}` (`{rel(RESULTS_DIR / 'trust_suite.json')}`, plot "
+            f"`{rel(RESULTS_DIR / 'trust_suite.png')}`; measured {when(data)} on "
+            f"{machine(data)}; model `{model}`, the {s['split']} part, chosen for nothing):\n\n"
+            + trust_table(f) + extra)
+
+
 #: block name -> renderer
 BLOCKS: dict[str, Callable[[], str]] = {
     "retrieval_recall": render_retrieval_recall,
@@ -207,6 +250,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "throughput": render_throughput,
     "embeddings": render_embeddings,
     "index_scale": render_index_scale,
+    "trust": render_trust,
 }
 
 

@@ -341,7 +341,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--paper", action="store_true", help="SelfRAGConfig.paper() instead of the defaults")
     ap.add_argument("--confidence", choices=sorted(CONFIDENCES), default="chain")
     ap.add_argument("--summarize-only", action="store_true", help="recompute the summary from records.jsonl")
-    ap.add_argument("--json", help="also write the summary with machine and settings here (benchmarks/record.py)")
+    ap.add_argument("--json", help="also write the summary with machine and settings here (benchmarks/record.py), "
+                         "and the risk-coverage plot beside it (.png)")
     ap.add_argument("--fit-calibration", metavar="FILE",
                     help="validation part only: choose the model's abstention bars on these runs and write them here")
     args = ap.parse_args(argv)
@@ -374,8 +375,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if (out / "run.json").is_file():
         summary["model"] = Path(json.loads((out / "run.json").read_text())["model"]).name
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    plot_risk_coverage({k: v["selective"] for k, v in summary["kinds"].items()}, out / "risk_coverage.png",
-                       f"trust suite, {args.split} part: risk-coverage by kind of text (confidence: {args.confidence})")
+    title = f"trust suite, {args.split} part: risk-coverage by kind of text (confidence: {args.confidence})"
+    curves = {k: v["selective"] for k, v in summary["kinds"].items()}
+    plot_risk_coverage(curves, out / "risk_coverage.png", title)
+    if args.json:  # the plot ships beside the results file
+        plot_risk_coverage(curves, Path(args.json).with_suffix(".png"), title)
     for kind, entry in summary["kinds"].items():
         parts = "  ".join(f"{p} {v['right']}/{v['n']}" for p, v in entry["parts"].items())
         sel = entry["selective"]

@@ -41,8 +41,11 @@ def test_trained_adapter_becomes_a_cached_gguf(tiny_model_dir, tmp_path):
     from langchain_selfrag.export.gguf import export_gguf
     from langchain_selfrag.lm import load_reflection_lm
 
+    import torch
+
+    torch.manual_seed(0)  # random LoRA weights, scaled (alpha 64 / r 4) so the merge moves the logits measurably
     model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model_dir),
-                           LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+                           LoraConfig(r=4, lora_alpha=64, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
     adapter = tmp_path / "adapter"
     model.save_pretrained(adapter)
     from transformers import AutoTokenizer

@@ -97,6 +97,7 @@ def test_results_files_parse_and_carry_the_machine(path):
 def test_results_files_are_the_ones_the_readme_uses():
     inline = {m["spec"].split("#")[0] for m in rf.INLINE.finditer(README)}
     used = {*rf.CRITIQUE_FILES, *rf.THROUGHPUT_FILES, "retrieval_recall", "embeddings", "embeddings_ops", "index_scale",
+            "trust_suite",
             *(p.removeprefix("benchmarks/results/").removesuffix(".json") for p in inline
               if p.startswith("benchmarks/results/"))}
     assert {p.stem for p in RESULT_FILES} == used
