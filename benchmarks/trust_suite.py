@@ -52,7 +52,7 @@ from langchain_selfrag.evaluation.common.selective import (
     trust_report,
 )
 from langchain_selfrag.evaluation.qa import abstention as A
-from langchain_selfrag.evaluation.qa.metrics import normalize_answer
+from langchain_selfrag.evaluation.qa.metrics import match, normalize_answer
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -220,8 +220,7 @@ def run_kind(kind: str, split: str, args: argparse.Namespace, lm: Any, out_file:
 
 def answer_right(r: Mapping[str, Any], answer: str, cited: Iterable[str]) -> bool:
     """A gold answer occurs in the answer (SQuAD normalisation) and the gold document is cited."""
-    text = normalize_answer(answer or "")
-    return (any((g := normalize_answer(a)) and g in text for a in r.get("answers") or [])
+    return (bool(match(answer or "", r.get("answers") or []))
             and (r.get("source") is None or r["source"] in set(cited)))
 
 

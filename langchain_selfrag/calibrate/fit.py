@@ -22,7 +22,7 @@ from typing import Any
 
 from ..abstention import AbstentionCalibration
 from ..evaluation.qa import abstention as A
-from ..evaluation.qa.metrics import normalize_answer
+from ..evaluation.qa.metrics import match
 from .questions import KINDS, LabelledQuestion
 
 RULES = ("balanced", "accuracy")
@@ -40,8 +40,7 @@ def cited_source(out: Mapping[str, Any]) -> str | None:
 
 def is_right(q: LabelledQuestion, answer: str, source: str | None) -> bool:
     """A gold answer in the answer (SQuAD normalisation) and, when ``q`` names one, its document cited."""
-    text = normalize_answer(answer)
-    found = any((g := normalize_answer(a)) and g in text for a in q.answers)
+    found = bool(match(answer, q.answers))
     cited = q.source is None or (source is not None and Path(source).name == Path(q.source).name)
     return found and cited
 

@@ -7,27 +7,16 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from loopback import free_port, port_is_open, running
+from loopback import SERVE_PYTHON, free_port, port_is_open, running, serve_has
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[2]
 GRAPHS = ROOT / "graphs"
-# LangGraph's server pins protobuf<7, which breaks transformers' SentencePiece conversion, so
-# `make test` installs the `serve` extra in a venv of its own and names its interpreter here.
-SERVE_PYTHON = os.path.abspath(os.environ.get("SELFRAG_SERVE_PYTHON") or sys.executable)  # no symlink resolution
-
-
-def serve_has(module: str) -> bool:
-    """Whether the serving interpreter can import ``module``."""
-    probe = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
-    done = subprocess.run([SERVE_PYTHON, "-c", probe], capture_output=True, timeout=60)
-    return done.returncode == 0
 
 
 def extra_requirements(extras: dict[str, list[str]], name: str) -> list[str]:

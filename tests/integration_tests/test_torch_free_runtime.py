@@ -11,13 +11,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from loopback import SERVE_PYTHON, serve_has
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNTIME_PYTHON = os.path.abspath(os.environ.get("SELFRAG_SERVE_PYTHON") or sys.executable)
 
 
 def readme_example() -> str:
@@ -29,16 +28,11 @@ def readme_example() -> str:
     return "\n".join(lines[: last + 1]) + "\n"
 
 
-def runtime_has(module: str) -> bool:
-    probe = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
-    return subprocess.run([RUNTIME_PYTHON, "-c", probe], capture_output=True, timeout=60).returncode == 0
-
-
 @pytest.mark.slow
 def test_the_readme_example_answers_with_the_trained_model_without_torch(tmp_path: Path) -> None:
-    if runtime_has("torch"):
+    if serve_has("torch"):
         pytest.skip("this interpreter has torch: `make test` runs this in its torch-free venv (SELFRAG_SERVE_PYTHON)")
-    listed = subprocess.run([RUNTIME_PYTHON, "-m", "pip", "list", "--format=json"], capture_output=True, text=True,
+    listed = subprocess.run([SERVE_PYTHON, "-m", "pip", "list", "--format=json"], capture_output=True, text=True,
                             timeout=120, check=True).stdout
     assert "torch" not in {p["name"].lower() for p in json.loads(listed)}
     shutil.copytree(ROOT / "docs", tmp_path / "my_docs")
@@ -51,7 +45,7 @@ def test_the_readme_example_answers_with_the_trained_model_without_torch(tmp_pat
     )
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False"}
     env.pop("SELFRAG_MODEL", None)
-    done = subprocess.run([RUNTIME_PYTHON, "-c", script], cwd=tmp_path, capture_output=True, text=True,
+    done = subprocess.run([SERVE_PYTHON, "-c", script], cwd=tmp_path, capture_output=True, text=True,
                           timeout=1200, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])

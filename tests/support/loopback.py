@@ -7,12 +7,25 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
+
+# LangGraph's server pins protobuf<7, which breaks transformers' SentencePiece conversion, so
+# `make test` installs the `serve` extra (with `local`, no torch) in a venv of its own and names its
+# interpreter here.
+SERVE_PYTHON = os.path.abspath(os.environ.get("SELFRAG_SERVE_PYTHON") or sys.executable)  # no symlink resolution
+
+
+def serve_has(module: str) -> bool:
+    """Whether the serving interpreter can import ``module``."""
+    probe = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
+    done = subprocess.run([SERVE_PYTHON, "-c", probe], capture_output=True, timeout=60)
+    return done.returncode == 0
 
 
 def free_port() -> int:
