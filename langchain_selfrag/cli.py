@@ -76,6 +76,15 @@ def format_restraint(out: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _passage_source(passages: list[Any], index: int | None) -> str:
+    """The source file of the trace's passage ``index`` (``-`` without one)."""
+    if index is None or not 0 <= index < len(passages):
+        return "-"
+    doc = passages[index]
+    meta = doc.get("metadata", doc) if isinstance(doc, dict) else getattr(doc, "metadata", {})
+    return str(meta.get("source") or "?")
+
+
 def format_result(out: dict[str, Any]) -> str:
     """Answer, numbered citations, a compact critique table and, with ``--rho``, the claims, for the terminal."""
     lines = []
@@ -92,7 +101,8 @@ def format_result(out: dict[str, Any]) -> str:
     lines.append("")
     lines.append(f"Retrieval: {'yes' if out['retrieved'] else 'no'}"
                  + (f" (p(Retrieval) = {p:.2f})" if p is not None else ""))
-    lines.append(" cand  depth  passage  IsRel  IsSup  IsUse   p(y)  score  ")
+    lines.append(" cand  depth  passage  IsRel  IsSup  IsUse   p(y)  score  source")
+    passages = out.get("passages") or []
     for i, t in enumerate(out["trace"]):
         if t.get("kind") == "retrieval_round":  # corrective retrieval (--fallback-store)
             lines.append(f" round {t['round']} ({t['source']}): {t['query']!r} -> {len(t['passages'])} passage(s), "
@@ -100,8 +110,10 @@ def format_result(out: dict[str, Any]) -> str:
             continue
         flag = "selected" if t["selected"] else ("dropped" if t["dropped"] else "")
         passage = "-" if t["passage"] is None else str(t["passage"])
-        lines.append(f" {i:>4}  {t.get('depth', 0):>5}  {passage:>7}   {_fmt(t['isrel'])}   {_fmt(t['issup'])}"
-                     f"   {_fmt(t['isuse'])}  {t['seq_prob']:5.2f}  {t['score']:5.2f}  {flag}")
+        source = _passage_source(passages, t["passage"])
+        lines.append((f" {i:>4}  {t.get('depth', 0):>5}  {passage:>7}   {_fmt(t['isrel'])}   {_fmt(t['issup'])}"
+                      f"   {_fmt(t['isuse'])}  {t['seq_prob']:5.2f}  {t['score']:5.2f}  {source}"
+                      + (f"  {flag}" if flag else "")).rstrip())
     if out.get("approximate"):
         lines.append(f"Note: the model's reflection probabilities are approximate: {out.get('approximate_reason')}")
     lines.extend(format_restraint(out))

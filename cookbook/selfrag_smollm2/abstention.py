@@ -18,7 +18,9 @@ Three steps, each writing a file (nothing is typed in by hand):
     none; the lowest bars among ties. (Limiting all abstentions on answerable questions instead,
     wrong answers included, is recorded as the ``alternative``.)
     Also measures how often adaptive mode skips retrieval on factual questions. Writes
-    ``abstention_thresholds.json`` (the config defaults must equal it; a test checks).
+    ``abstention_thresholds.json``. These SQuAD-only bars were the bundled model's defaults until
+    the trust suite's calibration (``benchmarks/trust_suite.py --split validation --fit-calibration``,
+    four kinds of text) replaced them; ``calibration`` still turns them into a calibration file.
 ``collect --part heldout`` then ``report``
     The same over the held-out articles (the first ``--n`` of the seeded sample ``evaluate.py``
     draws, each also noise-only), and the figures at the defaults with bootstrap intervals, the
@@ -322,7 +324,6 @@ def select(args: argparse.Namespace) -> int:
         "sweep": rows,
     }
     Path(args.out).write_text(json.dumps(result, indent=1))
-    write_calibration(result, Path(args.out).with_name(BUNDLED_FILE))
     keys = ("abstain_isrel", "abstain_issup", "at_choice", "alternative", "closed_book")
     print(json.dumps({k: result[k] for k in keys}, indent=1))
     return 0
@@ -524,9 +525,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     g.add_argument("--out", help="also write the comparison as JSON")
     g.add_argument("--baseline", help="the build the others must beat (default: the first); exit 1 when one does not")
     g.set_defaults(func=compare)
-    cal = sub.add_parser("calibration", help="write the bundled model's abstention calibration from select's result")
+    cal = sub.add_parser("calibration", help="write select's SQuAD-only bars as an abstention calibration of the "
+                         "bundled model file (the shipped one comes from benchmarks/trust_suite.py --fit-calibration)")
     cal.add_argument("--thresholds", default=str(bundled.bundle_dir() / "abstention_thresholds.json"))
-    cal.add_argument("--out", default=str(bundled.bundle_dir() / BUNDLED_FILE))
+    cal.add_argument("--out", required=True, help=f"where to write it (the bundle's is {BUNDLED_FILE})")
     cal.set_defaults(func=calibration)
     r = sub.add_parser("report", help="held-out figures at the chosen bars, sweep and plot")
     r.add_argument("--heldout", required=True)

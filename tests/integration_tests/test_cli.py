@@ -89,6 +89,7 @@ def test_human_output_has_answer_citations_and_critique_table() -> None:
     assert text.splitlines()[0] == "Paris. [1]"
     assert "[1] france.md: Paris is the capital of France." in text
     assert "p(Retrieval) = 0.93" in text and "selected" in text and "0.90" in text
+    assert text.splitlines()[-1].split()[-2:] == ["france.md", "selected"]  # each candidate names its document
     data = result_to_json(out, latency_s=1.0)
     assert data["citations"] == [{"source": "france.md", "title": None, "text": doc.page_content}]
     json.dumps(data)

@@ -37,7 +37,7 @@ from langchain_selfrag.graph.nodes.corrective import as_documents, round_plan
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = json.loads((Path(__file__).resolve().parents[1] / "data" / "invented_corpus.json").read_text())
 DOCS = [Document(d["text"], metadata={"source": d["source"]}) for d in CORPUS["documents"]]
-THRESHOLDS = ROOT / "langchain_selfrag" / "models" / "selfrag-smollm2-135m" / "abstention_thresholds.json"
+BUNDLE = ROOT / "langchain_selfrag" / "models" / "selfrag-smollm2-135m"
 
 
 class BM25Docs(BaseRetriever):
@@ -70,13 +70,14 @@ def clock_lm(**kw: Any) -> FakeReflectionLM:
 def test_bars_default_to_the_models_calibration_and_paper_never_abstains_on_evidence(tmp_path: Path) -> None:
     cfg = SelfRAGConfig()
     assert (cfg.abstain_isrel, cfg.abstain_issup, cfg.abstain_closed_book) == (None, None, True)
-    # the bundled model's calibration holds the validated thresholds, for the bundled model's file only
-    chosen = json.loads(THRESHOLDS.read_text())
-    shipped = AbstentionCalibration.load(THRESHOLDS.with_name(BUNDLED_FILE))
-    assert shipped.bars == {"abstain_isrel": chosen["abstain_isrel"], "abstain_issup": chosen["abstain_issup"]}
+    # the bundled model's calibration was fitted on the trust suite's validation part, for its file only
+    shipped = AbstentionCalibration.load(BUNDLE / BUNDLED_FILE)
+    assert shipped.fitted_on["set"].startswith("trust suite, validation part")
+    assert set(shipped.expected["handled"]) == {"answerable", "near_miss", "off_topic"}
     bundled_lm = clock_lm()
     bundled_lm.model_path = str(tmp_path / shipped.model)
-    assert SelfRAGChain(bundled_lm, bm25()).config.abstain_isrel == chosen["abstain_isrel"]
+    chain_config = SelfRAGChain(bundled_lm, bm25()).config
+    assert (chain_config.abstain_isrel, chain_config.abstain_issup) == (shipped.abstain_isrel, shipped.abstain_issup)
     other = clock_lm()
     other.model_path = str(tmp_path / "someone-elses-model.gguf")
     assert (SelfRAGChain(other, bm25()).config.abstain_isrel, SelfRAGChain(other, bm25()).config.abstain_issup) == (
@@ -268,6 +269,24 @@ def test_model_card_renders_the_abstention_section_from_the_report_files(tmp_pat
     (tmp_path / "abstention_thresholds.json").write_text(json.dumps(chosen))
     text = "\n".join(abstention_section(tmp_path))
     assert "`abstain_isrel=0.25`" in text and "| same questions, noise-only passages | 1 | 1.000 (1/1) | - |" in text
+
+    # the shipped calibration sets the defaults; the held-out figures at them are the sweep's row at its bars
+    AbstentionCalibration("m.gguf", 0.95, 0.0, rule="balanced", fitted_on={
+        "questions": {"answerable": 4, "near_miss": 3, "off_topic": 2}, "set": "trust suite, validation part (docs)"},
+        expected={"handled": {"answerable": 0.5, "near_miss": 1.0, "off_topic": 1.0}, "coverage": 0.25,
+                  "selective_accuracy": 1.0, "bars_off": {"handled": {"answerable": 0.75, "near_miss": 0.0,
+                                                                      "off_topic": 0.0}}}).save(tmp_path / BUNDLED_FILE)
+    heldout = {"n": 1, "sample": "s", "how": "h", "thresholds": {"abstain_isrel": 0.25, "abstain_issup": 0.0},
+               "defaults": {"match": 1.0, "abstained_or_empty": 0.0, "negative_rejection": 1.0, "abstained": 0,
+                            "abstained_right_answers": 0, "abstained_wrong_answers": 0},
+               "paper": {"match": 1.0, "negative_rejection": 0.0}, "sweep": rows}
+    (tmp_path / "abstention_eval.json").write_text(json.dumps(heldout))
+    text = "\n".join(abstention_section(tmp_path))
+    assert "Defaults `abstain_isrel=0.95`, `abstain_issup=0`" in text and "fitted for `m.gguf`" in text
+    assert "| near miss: abstained | 3 | 1.000 | 0.000 |" in text
+    assert "| through the chain | defaults 0.95 / 0 | earlier bars 0.25 / 0 | paper preset |" in text
+    # at IsRel 0.95 the one answerable run (IsRel 0.9) is abstained on: match 0, abstained 1
+    assert "| answer match | 0.000 | 1.000 | 1.000 |" in text and "| abstained or empty, answerable | 1.000 | 0.000 |" in text
 
 
 def _run(isrel: float) -> dict[str, Any]:
