@@ -25,6 +25,7 @@ from loopback import free_port, running
 from langchain_selfrag import prompts as P
 from langchain_selfrag import scoring as S
 from langchain_selfrag import tokens as T
+from langchain_selfrag.abstention import bars_for
 from langchain_selfrag.lm import ReflectionLMError, load_reflection_lm, resolve_backend
 from langchain_selfrag.lm.remote import RemoteReflectionLM
 
@@ -186,6 +187,9 @@ def test_probe_reads_the_servers_capabilities(remote: RemoteReflectionLM, local)
     assert remote.reflection_ids == local.reflection_ids
     ids = local.tokenize(EVIDENCE, add_bos=False)
     assert remote.decode(ids) == local.decode(ids)
+    # the served file is named, so it gets the abstention bars the same file gets locally
+    assert Path(remote.model_path).name == Path(local.model_path).name
+    assert bars_for(remote)[0] == bars_for(local)[0]
 
 
 def top_single_tokens(local, prompt: str, n: int = 6, start: int = 0) -> list[str]:

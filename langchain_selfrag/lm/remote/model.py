@@ -76,6 +76,14 @@ class RemoteReflectionLM(ProbeMixin, TokenizerMixin, TokenModeMixin, TextModeMix
             tok, tid = next(iter(self.reflection_ids.items()))
             self._splice_specials = self._remote_decode([tid]) != tok
 
+    @property
+    def model_path(self) -> str | None:
+        """The served model file when the server names one (llama-cpp-python lists its ``--model`` path), so
+        that the file's abstention calibration applies as it does locally (:mod:`langchain_selfrag.abstention`);
+        None for a server that names its model otherwise (vLLM's ``--served-model-name``)."""
+        name = self.capabilities.model
+        return name if name.lower().endswith(".gguf") else None
+
     # -- requests -------------------------------------------------------------------------------
     def _complete(self, body: dict, *, retries: int | None = None) -> dict:
         payload = {"model": self.capabilities.model, "temperature": 0.0, **body}
