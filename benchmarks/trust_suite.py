@@ -143,8 +143,19 @@ class NoiseOnlyRetriever(BaseRetriever):
         return [d for d in docs if not any(g in normalize_answer(d.page_content) for g in golds)][: self.k]
 
 
-def index_folder(docs: Mapping[str, str], folder: Path) -> Path:
-    """Write the documents as files and index them with ``selfrag index``; the store's path."""
+def index_options(chunk_size: int | None = None, chunk_overlap: int | None = None) -> list[str]:
+    """``selfrag index`` options for the suite's chunking (none: the command's defaults, as a user indexes)."""
+    options = []
+    for flag, value in (("--chunk-size", chunk_size), ("--chunk-overlap", chunk_overlap)):
+        if value is not None:
+            if value < (1 if flag == "--chunk-size" else 0):
+                raise SystemExit(f"{flag} must be {'positive' if flag == '--chunk-size' else 'at least 0'}, not {value}")
+            options += [flag, str(value)]
+    return options
+
+
+def index_folder(docs: Mapping[str, str], folder: Path, options: Sequence[str] = ()) -> Path:
+    """Write the documents as files and index them with ``selfrag index`` (and ``options``); the store's path."""
     from langchain_selfrag.cli import main as selfrag_main
 
     src = folder / "docs"
@@ -152,7 +163,7 @@ def index_folder(docs: Mapping[str, str], folder: Path) -> Path:
     for name, text in docs.items():
         (src / name).write_text(text, encoding="utf-8")
     store = folder / "store"
-    if selfrag_main(["index", str(src), "--store", str(store), "--quiet"]) != 0:
+    if selfrag_main(["index", str(src), "--store", str(store), "--quiet", *options]) != 0:
         raise SystemExit(f"selfrag index failed for {src}")
     return store
 
@@ -202,7 +213,7 @@ def run_kind(kind: str, split: str, args: argparse.Namespace, lm: Any, out_file:
         return 0
     config = SelfRAGConfig.paper() if args.paper else SelfRAGConfig()
     with tempfile.TemporaryDirectory() as tmp:
-        store = open_store(index_folder(docs, Path(tmp)))
+        store = open_store(index_folder(docs, Path(tmp), index_options(args.chunk_size, args.chunk_overlap)))
         chain = SelfRAGChain(lm, store, config)
         with out_file.open("a", encoding="utf-8") as fh:
             for q in tqdm(todo, desc=f"{kind}/{split}", file=sys.stderr):
@@ -338,6 +349,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: $SELFRAG_THREADS or all)")
     ap.add_argument("--paper", action="store_true", help="SelfRAGConfig.paper() instead of the defaults")
+    ap.add_argument("--chunk-size", type=int, help="selfrag index --chunk-size (default: the command's)")
+    ap.add_argument("--chunk-overlap", type=int, help="selfrag index --chunk-overlap (default: the command's)")
     ap.add_argument("--confidence", choices=sorted(CONFIDENCES), default="chain")
     ap.add_argument("--summarize-only", action="store_true", help="recompute the summary from records.jsonl")
     ap.add_argument("--json", help="also write the summary with machine and settings here (benchmarks/record.py), "
@@ -345,6 +358,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--fit-calibration", metavar="FILE",
                     help="validation part only: choose the model's abstention bars on these runs and write them here")
     args = ap.parse_args(argv)
+    index_options(args.chunk_size, args.chunk_overlap)  # a bad value fails before anything runs
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     records_file = out / "records.jsonl"
@@ -364,7 +378,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = {"n_threads": args.threads} if args.threads else {}
         lm = load_reflection_lm(model, **options)
         (out / "run.json").write_text(json.dumps({"model": model, "split": args.split, "paper": args.paper,
-                                                  "n_squad": args.n_squad, "seed": args.seed}, indent=1))
+                                                  "n_squad": args.n_squad, "seed": args.seed,
+                                                  "chunk_size": args.chunk_size, "chunk_overlap": args.chunk_overlap},
+                                                 indent=1))
         done = {key(r) for r in read_records(records_file)}
         for kind in kinds:
             run_kind(kind, args.split, args, lm, records_file, done)

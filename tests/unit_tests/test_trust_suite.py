@@ -78,3 +78,15 @@ def test_summary_counts_each_part_against_its_bar() -> None:
     assert answer_right(records[2], *would_be_answer(records[2]))
     assert not answer_right(records[1], records[1]["answer"], records[1]["cited"])  # the wrong document cited
     assert entry["selective"]["coverage"]["value"] == pytest.approx(3 / 5)
+
+
+def test_index_options_pass_the_chunking_to_selfrag_index_and_refuse_bad_values() -> None:
+    from benchmarks.trust_suite import index_options
+
+    assert index_options() == []  # the command's defaults, as a user indexes
+    assert index_options(400, 50) == ["--chunk-size", "400", "--chunk-overlap", "50"]
+    assert index_options(chunk_overlap=0) == ["--chunk-overlap", "0"]
+    with pytest.raises(SystemExit, match="--chunk-size must be positive"):
+        index_options(0)
+    with pytest.raises(SystemExit, match="--chunk-overlap must be at least 0"):
+        index_options(400, -1)
