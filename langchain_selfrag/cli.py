@@ -80,9 +80,7 @@ def _passage_source(passages: list[Any], index: int | None) -> str:
     """The source file of the trace's passage ``index`` (``-`` without one)."""
     if index is None or not 0 <= index < len(passages):
         return "-"
-    doc = passages[index]
-    meta = doc.get("metadata", doc) if isinstance(doc, dict) else getattr(doc, "metadata", {})
-    return str(meta.get("source") or "?")
+    return str(passages[index].metadata.get("source") or "?")
 
 
 def format_result(out: dict[str, Any]) -> str:

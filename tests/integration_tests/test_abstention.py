@@ -48,12 +48,12 @@ def test_bundled_model_answers_from_the_corpus_and_abstains_on_real_world_questi
         outputs: dict[str, dict[str, Any]]) -> None:
     assert len(CORPUS["answerable"]) >= 20
     assert len(CORPUS["unanswerable_invented"]) + len(CORPUS["unanswerable_real_world"]) >= 20
-    answered = [q for q in CORPUS["answerable"] if not outputs[q["question"]]["abstained"]]
+    given = [q for q in CORPUS["answerable"] if not outputs[q["question"]]["abstained"]]
     missed = [f"{q['question']!r} -> {outputs[q['question']]['answer']!r} ({outputs[q['question']]['abstain_reason']})"
               for q in CORPUS["answerable"] if not right(q, outputs[q["question"]])]
     # trust is selective: what it answers is right, and it answers most of what the corpus states
-    coverage = len(answered) / len(CORPUS["answerable"])
-    accuracy = sum(right(q, outputs[q["question"]]) for q in answered) / max(len(answered), 1)
+    coverage = len(given) / len(CORPUS["answerable"])
+    accuracy = sum(right(q, outputs[q["question"]]) for q in given) / max(len(given), 1)
     assert coverage >= 0.75 and accuracy >= 0.9, (f"answerable: coverage {coverage:.2f}, selective accuracy "
                                                   f"{accuracy:.2f}; not right:\n" + "\n".join(missed))
     rejection, answered = _rejection(outputs, CORPUS["unanswerable_real_world"])

@@ -55,8 +55,7 @@ def sweep_row(ev: Mapping[str, Any], bars: Mapping[str, float]) -> dict[str, Any
                 and abs(row["abstain_issup"] - bars["abstain_issup"]) < 1e-9):
             squad, noise = row["squad"], row["squad_noise"]
             return {"match": squad["match"], "abstained_or_empty": squad["abstain_rate"],
-                    "accuracy_answered": squad.get("accuracy_answered"), "coverage": squad.get("answer_rate"),
-                    "negative_rejection": noise["abstain_rate"]}
+                    "accuracy_answered": squad.get("accuracy_answered"), "negative_rejection": noise["abstain_rate"]}
     return None
 
 
@@ -108,8 +107,9 @@ def heldout_lines(ev: Mapping[str, Any], cal: Mapping[str, Any] | None) -> list[
         cells = ([fmt(at_default[key])] if at_default else []) + [_interval(earlier, key)]
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {fmt(paper_value)} |")
     if at_default and at_old:
+        paper_answered = 1 - (p.get("abstained_or_empty") or 0.0)
         lines.append(f"| selective accuracy (right ÷ answered) | {fmt(at_default['accuracy_answered'])} | "
-                     f"{fmt(at_old['accuracy_answered'])} | {fmt(p['match'])} |")
+                     f"{fmt(at_old['accuracy_answered'])} | {fmt(p['match'] / paper_answered if paper_answered else None)} |")
     lines += ["", (f"At the earlier bars, of the {earlier['abstained']} abstentions on answerable questions "
                    f"{earlier['abstained_right_answers']} replaced a right answer and {earlier['abstained_wrong_answers']} "
                    f"a wrong one; answer match at those bars minus the paper preset's: "
