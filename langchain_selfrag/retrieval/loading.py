@@ -15,7 +15,7 @@ from pathlib import Path
 
 from langchain_core.documents import Document
 
-from ..errors import NoDocumentsError
+from ..errors import InvalidInputError, NoDocumentsError
 from ..jsonl import iter_jsonl
 from . import formats
 
@@ -69,10 +69,21 @@ def load_file(path: Path, source: str | None = None) -> list[Document]:
             for text, extra in clean.segments()]
 
 
+def check_chunking(chunk_size: int, chunk_overlap: int) -> None:
+    """InvalidInputError for chunk settings the splitter cannot take, named as the caller gave them."""
+    if chunk_size < 1:
+        raise InvalidInputError(f"chunk_size must be positive, not {chunk_size}")
+    if chunk_overlap < 0:
+        raise InvalidInputError(f"chunk_overlap must be at least 0, not {chunk_overlap}")
+    if chunk_overlap >= chunk_size:
+        raise InvalidInputError(f"chunk_overlap ({chunk_overlap}) must be smaller than chunk_size ({chunk_size})")
+
+
 def split_documents(docs: Iterable[Document], *, chunk_size: int = 800, chunk_overlap: int = 100) -> list[Document]:
     """Chunk documents (at paragraphs, then lines, then words) and number the chunks per source."""
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
+    check_chunking(chunk_size, chunk_overlap)
     splitter = RecursiveCharacterTextSplitter(chunk_size=chunk_size, chunk_overlap=chunk_overlap)
     numbers: dict[str, int] = {}
     out: list[Document] = []

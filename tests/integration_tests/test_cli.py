@@ -132,3 +132,17 @@ def test_index_with_nothing_indexable_exits_2(tmp_path: Path, capsys: pytest.Cap
     assert main(["index", str(root), "--store", str(tmp_path / "store"), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "no file under" in err and "could be indexed" in err and "wrong.jsonl: line 1" in err
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--chunk-size", "0"], "chunk_size must be positive, not 0"),
+    (["--chunk-overlap", "-1"], "chunk_overlap must be at least 0, not -1"),
+    (["--chunk-size", "100", "--chunk-overlap", "200"], "chunk_overlap (200) must be smaller than chunk_size (100)"),
+])
+def test_index_refuses_chunk_settings_the_splitter_cannot_take(tmp_path: Path, capsys, flags, message) -> None:
+    from langchain_selfrag.cli import main
+
+    root = bad_corpus(tmp_path / "c")
+    assert main(["index", str(root), "--store", str(tmp_path / "store"), "--quiet", *flags]) == 2
+    assert f"selfrag: error: {message}" in capsys.readouterr().err
+    assert not (tmp_path / "store").exists()  # refused before anything was written
