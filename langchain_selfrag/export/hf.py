@@ -62,6 +62,7 @@ def load_base(model: str | os.PathLike, *, dtype: Any = None):
                 plain.tie_weights()
             del loaded
             net = plain
+            use_gguf_eos(tokenizer, net, path)
         else:
             local = path.exists()
             tokenizer = AutoTokenizer.from_pretrained(str(model), local_files_only=local)
@@ -71,6 +72,33 @@ def load_base(model: str | os.PathLike, *, dtype: Any = None):
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return net, tokenizer
+
+
+def gguf_eos_token_id(path: str | os.PathLike) -> int | None:
+    """``tokenizer.ggml.eos_token_id`` of a GGUF file: the token llama.cpp ends a generation on."""
+    import gguf
+
+    field = gguf.GGUFReader(str(path)).fields.get("tokenizer.ggml.eos_token_id")
+    return None if field is None else int(field.contents())
+
+
+def use_gguf_eos(tokenizer, model, path: str | os.PathLike) -> None:
+    """Make the tokenizer's (and model's) end-of-sequence token the GGUF's own.
+
+    Training appends ``tokenizer.eos_token_id`` to every example, so it must be the token llama.cpp
+    stops on. Some transformers releases (5.17 for SmolLM2's GGUF) convert the GGUF tokenizer with
+    eos = bos (``<|im_start|>``): a model trained on that never learns to stop.
+    """
+    eos = gguf_eos_token_id(path)
+    if eos is None or tokenizer.eos_token_id == eos:
+        return
+    had_eos_as_pad = tokenizer.pad_token is None or tokenizer.pad_token_id == tokenizer.eos_token_id
+    tokenizer.eos_token = tokenizer.convert_ids_to_tokens(eos)
+    if had_eos_as_pad:
+        tokenizer.pad_token = tokenizer.eos_token
+    model.config.eos_token_id = eos
+    if getattr(model, "generation_config", None) is not None:
+        model.generation_config.eos_token_id = eos
 
 
 def reflection_token_ids(tokenizer) -> dict[str, int]:

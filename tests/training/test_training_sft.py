@@ -68,6 +68,24 @@ def test_add_reflection_tokens_resizes_and_initialises_rows(plain_dir):
     assert add_reflection_tokens(model, tok) == ids and len(tok) == old + 15
 
 
+def test_a_gguf_base_ends_examples_on_the_token_llama_cpp_stops_on(smollm2_gguf):
+    """transformers 5.17 converted SmolLM2's GGUF tokenizer with eos = bos (<|im_start|>); models
+    trained on that never stop under llama.cpp. The GGUF's own eos id wins."""
+    from types import SimpleNamespace
+
+    from langchain_selfrag.export.hf import gguf_eos_token_id, use_gguf_eos
+
+    model, tok = load_base(smollm2_gguf)
+    eos = gguf_eos_token_id(smollm2_gguf)
+    assert tok.convert_ids_to_tokens(eos) == "<|im_end|>"
+    assert tok.eos_token_id == eos == model.config.eos_token_id
+    tok.eos_token, tok.pad_token = "<|im_start|>", None  # what the faulty conversion gives
+    net = SimpleNamespace(config=SimpleNamespace(eos_token_id=1), generation_config=None)
+    use_gguf_eos(tok, net, smollm2_gguf)
+    assert (tok.eos_token, tok.pad_token, net.config.eos_token_id) == ("<|im_end|>", "<|im_end|>", eos)
+    assert encode_record(tok, RECORD, 512)["input_ids"][-1] == eos
+
+
 # -- encoding and masking -----------------------------------------------------------------------
 def test_paragraph_mask_token_by_token():
     S, E = 100, 101

@@ -23,7 +23,6 @@ from ..core.collate import IGNORE_INDEX, SelfRAGCollator
 from ..core.config import META_FILE, SFTRunConfig
 from ..core.jsonl import write_jsonl
 from ..core.records import load_records, tokenize_records
-from ..restraint.pairs import read_research, selection_rule, sft_records
 from .common import run_callbacks, set_threads, train_resuming, trainer_arguments
 
 
@@ -164,11 +163,15 @@ def _trainer_class():
 
 def write_sft_data(research_file: str, out_file: Path, rho: float | None, limit: int | None = None) -> int:
     """Best-sample SFT records of a ReSearch file, as JSONL; returns how many."""
+    from ..restraint.pairs import read_research, sft_records  # restraint pulls in langchain-core; SFT alone does not
+
     return write_jsonl(out_file, sft_records(read_research(research_file, limit), rho))
 
 
 def train_research_sft(cfg: SFTRunConfig, rho: float | None = None, *, callbacks=()) -> SFTResult:
     """Convert ``cfg.train_file`` (and ``cfg.eval_file``) from ReSearch data, then ``train_sft``."""
+    from ..restraint.pairs import read_research, selection_rule
+
     out = Path(cfg.output_dir)
     research, research_eval = cfg.train_file, cfg.eval_file
     cfg.train_file = str(out / "research_sft_train.jsonl")
