@@ -45,6 +45,7 @@ from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 
+from langchain_selfrag.abstention import AbstentionCalibration
 from langchain_selfrag.evaluation.common.selective import (
     Outcome,
     plot_risk_coverage,
@@ -283,6 +284,10 @@ def outcome(r: Mapping[str, Any], confidence: str = "chain") -> Outcome:
                    right=answer_right(r, answer, cited), confidence=conf)
 
 
+#: The parts of a kind, in the order tables show them.
+PARTS = ("answerable", "near_miss", "off_topic", "unanswerable", "noise_only")
+
+
 def part_rate(records: Sequence[Mapping[str, Any]], part: str) -> dict[str, Any]:
     """Share right of one part: answerable = right with the right citation; the others = abstained."""
     rows = [r for r in records if r["part"] == part]
@@ -300,8 +305,7 @@ def summarize(records: Sequence[Mapping[str, Any]], *, confidence: str = "chain"
     kinds: dict[str, Any] = {}
     for kind in sorted({r["kind"] for r in records}, key=lambda k: KINDS.index(k) if k in KINDS else 99):
         rows = [r for r in records if r["kind"] == kind]
-        parts = {p: part_rate(rows, p) for p in ("answerable", "near_miss", "off_topic", "unanswerable", "noise_only")
-                 if any(r["part"] == p for r in rows)}
+        parts = {p: part_rate(rows, p) for p in PARTS if any(r["part"] == p for r in rows)}
         trust_rows = [r for r in rows if r["part"] != "noise_only"]
         selective = trust_report([outcome(r, confidence) for r in trust_rows], n_resamples=n_resamples)
         answerable_items = [outcome(r, confidence) for r in rows if r["part"] == "answerable"]
@@ -330,6 +334,19 @@ def fit_calibration(records: Sequence[Mapping[str, Any]], model: str, out: Path)
              "right": r["part"] == "answerable" and answer_right(r, *would_be_answer(r))} for r in records]
     kinds = sorted({r["kind"] for r in records})
     return calibration(rows, model, fitted_on=f"trust suite, validation part ({', '.join(kinds)})").save(out)
+
+
+def parts_at(records: Sequence[Mapping[str, Any]], isrel: float, issup: float) -> dict[str, dict[str, dict[str, int]]]:
+    """Per kind and part, the questions handled right had the runs used these bars, replayed from
+    their traces (what a calibration's bars give, per kind, on the records it was fitted on)."""
+    kinds: dict[str, dict[str, dict[str, int]]] = {}
+    for r in records:
+        abstains = A.would_abstain(r["signals"], isrel, issup, closed_book=True)
+        right = (not abstains and answer_right(r, *would_be_answer(r))) if r["part"] == "answerable" else abstains
+        entry = kinds.setdefault(r["kind"], {}).setdefault(r["part"], {"n": 0, "right": 0})
+        entry["n"] += 1
+        entry["right"] += int(right)
+    return {kind: {p: parts[p] for p in PARTS if p in parts} for kind, parts in kinds.items()}
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
@@ -389,6 +406,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary["seconds"] = round(time.time() - start, 1)
     if (out / "run.json").is_file():
         summary["model"] = Path(json.loads((out / "run.json").read_text())["model"]).name
+    if args.fit_calibration:
+        model = json.loads((out / "run.json").read_text())["model"]
+        bars = AbstentionCalibration.load(fit_calibration(records, Path(model).name, Path(args.fit_calibration))).bars
+        summary["at_fitted_bars"] = {**bars, "kinds": parts_at(records, bars["abstain_isrel"], bars["abstain_issup"])}
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     title = f"trust suite, {args.split} part: risk-coverage by kind of text (confidence: {args.confidence})"
     curves = {k: v["selective"] for k, v in summary["kinds"].items()}
@@ -403,9 +424,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         bench.write(args.json, vars(args), summary)
     if args.fit_calibration:
-        model = json.loads((out / "run.json").read_text())["model"]
-        path = fit_calibration(records, Path(model).name, Path(args.fit_calibration))
-        print(f"calibration of {Path(model).name} written to {path}")
+        fitted = summary["at_fitted_bars"]
+        print(f"calibration of {summary['model']} written to {args.fit_calibration}: IsRel {fitted['abstain_isrel']}, "
+              f"IsSup {fitted['abstain_issup']}, which would give")
+        for kind, parts in fitted["kinds"].items():
+            print(f"{kind:9s} " + "  ".join(f"{p} {v['right']}/{v['n']}" for p, v in parts.items()))
     return 0
 
 

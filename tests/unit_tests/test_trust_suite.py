@@ -90,3 +90,29 @@ def test_index_options_pass_the_chunking_to_selfrag_index_and_refuse_bad_values(
         index_options(0)
     with pytest.raises(SystemExit, match="--chunk-overlap must be at least 0"):
         index_options(400, -1)
+
+
+def test_parts_at_replays_other_bars_from_the_traces() -> None:
+    from benchmarks.trust_suite import parts_at
+
+    def with_signals(r: dict, isrel: float) -> dict:
+        r["trace"][0]["isrel"] = isrel
+        reason = "no retrieved passage was judged relevant (IsRel >= 0.9)" if r["abstained"] else None
+        r["signals"] = {"abstained": r["abstained"], "abstain_reason": reason, "retrieved": True,
+                        "source": "fastcsv.md", "trace": r["trace"]}
+        return r
+
+    records = [
+        with_signals(_record("answerable", False, "pip install fastcsv", ["fastcsv.md"], ["pip install fastcsv"],
+                             "fastcsv.md"), 0.95),
+        with_signals(_record("answerable", True, "I cannot answer", [], ["3.9"], "fastcsv.md", chosen_text="3.9"), 0.7),
+        with_signals(_record("near_miss", True, "I cannot answer", [], source="fastcsv.md", chosen_text="4.0"), 0.6),
+        with_signals(_record("off_topic", False, "Paris", ["fastcsv.md"]), 0.2),
+    ]
+    assert parts_at(records, 0.9, 0.0)["docs"] == {"answerable": {"n": 2, "right": 1}, "near_miss": {"n": 1, "right": 1},
+                                                  "off_topic": {"n": 1, "right": 1}}
+    # lower bars: the abstained answerable run answers (right), the near miss answers too (wrong)
+    assert parts_at(records, 0.5, 0.0)["docs"] == {"answerable": {"n": 2, "right": 2}, "near_miss": {"n": 1, "right": 0},
+                                                  "off_topic": {"n": 1, "right": 1}}
+    # bars off: nothing abstains on evidence
+    assert parts_at(records, 0.0, 0.0)["docs"]["off_topic"] == {"n": 1, "right": 0}
