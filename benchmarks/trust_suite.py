@@ -323,9 +323,9 @@ CALIBRATION_KIND = {"answerable": "answerable", "near_miss": "near_miss", "unans
                     "noise_only": "near_miss", "off_topic": "off_topic"}
 
 
-def fit_calibration(records: Sequence[Mapping[str, Any]], model: str, out: Path) -> Path:
-    """Choose the model's abstention bars on validation records (``selfrag calibrate``'s rule) and write
-    them as its calibration; the test part is never used for this."""
+def fit_calibration(records: Sequence[Mapping[str, Any]], model: str, out: Path) -> AbstentionCalibration:
+    """Choose the model's abstention bars on validation records (``selfrag calibrate``'s rule), write
+    them to ``out`` as its calibration and return it; the test part is never used for this."""
     from langchain_selfrag.calibrate.fit import calibration
 
     if any(r["split"] != "validation" for r in records):
@@ -333,7 +333,9 @@ def fit_calibration(records: Sequence[Mapping[str, Any]], model: str, out: Path)
     rows = [{"question": r["question"], "kind": CALIBRATION_KIND[r["part"]], "signals": r["signals"],
              "right": r["part"] == "answerable" and answer_right(r, *would_be_answer(r))} for r in records]
     kinds = sorted({r["kind"] for r in records})
-    return calibration(rows, model, fitted_on=f"trust suite, validation part ({', '.join(kinds)})").save(out)
+    fitted = calibration(rows, model, fitted_on=f"trust suite, validation part ({', '.join(kinds)})")
+    fitted.save(out)
+    return fitted
 
 
 def parts_at(records: Sequence[Mapping[str, Any]], isrel: float, issup: float) -> dict[str, dict[str, dict[str, int]]]:
@@ -407,8 +409,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if (out / "run.json").is_file():
         summary["model"] = Path(json.loads((out / "run.json").read_text())["model"]).name
     if args.fit_calibration:
-        model = json.loads((out / "run.json").read_text())["model"]
-        bars = AbstentionCalibration.load(fit_calibration(records, Path(model).name, Path(args.fit_calibration))).bars
+        bars = fit_calibration(records, summary["model"], Path(args.fit_calibration)).bars
         summary["at_fitted_bars"] = {**bars, "kinds": parts_at(records, bars["abstain_isrel"], bars["abstain_issup"])}
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     title = f"trust suite, {args.split} part: risk-coverage by kind of text (confidence: {args.confidence})"

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,31 +20,29 @@ from typing import Any
 from langchain_selfrag import tokens as T
 from training.core.jsonl import DataFormatError, read_jsonl, write_jsonl
 
-_FINAL_IRRELEVANT = re.compile(re.escape(T.IRRELEVANT) + r"(?P<answer>.*?)(?:" + "|".join(map(re.escape, T.UTILITY))
-                               + r")$", re.S)
-
 
 def answer_untrained_after_irrelevant(row: Mapping[str, Any]) -> dict[str, Any]:
     """``row`` with an answer that ends the output after ``[Irrelevant]`` read but not trained, then
     ``[Utility:1]``; rows without one, or with no-loss spans already, come back unchanged."""
     out = dict(row)
     output = str(row.get("output", ""))
-    found = _FINAL_IRRELEVANT.search(output)
-    if found is None or row.get("no_loss_spans") or output.count(T.IRRELEVANT) != 1 or any(
-            tok in found["answer"] for tok in T.REFLECTION_TOKENS):
+    head, _, tail = output.partition(T.IRRELEVANT)
+    utility = next((u for u in T.UTILITY if tail.endswith(u)), None)
+    answer = tail[: -len(utility)] if utility else ""
+    if (utility is None or row.get("no_loss_spans") or output.count(T.IRRELEVANT) != 1
+            or any(tok in answer for tok in T.REFLECTION_TOKENS)):
         return out
-    start, end = found.span("answer")
-    out["output"] = output[:end] + T.UTILITY[0]
-    out["no_loss_spans"] = [[start, end]]
+    start = len(head) + len(T.IRRELEVANT)
+    out["output"] = output[: start + len(answer)] + T.UTILITY[0]
+    out["no_loss_spans"] = [[start, start + len(answer)]]
     return out
 
 
 def mix(files: Iterable[Sequence[Mapping[str, Any]]], *, seed: int = 0, untrained_after_irrelevant: bool = False
         ) -> list[dict[str, Any]]:
     """The rows of every file in one seeded shuffle."""
-    rows = [dict(r) for rows in files for r in rows]
-    if untrained_after_irrelevant:
-        rows = [answer_untrained_after_irrelevant(r) for r in rows]
+    convert = answer_untrained_after_irrelevant if untrained_after_irrelevant else dict
+    rows = [convert(r) for rows in files for r in rows]
     random.Random(seed).shuffle(rows)
     return rows
 
