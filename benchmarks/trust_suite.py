@@ -288,13 +288,17 @@ def outcome(r: Mapping[str, Any], confidence: str = "chain") -> Outcome:
 PARTS = ("answerable", "near_miss", "off_topic", "unanswerable", "noise_only")
 
 
+def handled_right(r: Mapping[str, Any]) -> bool:
+    """An answerable question answered right with the right citation; any other one abstained on."""
+    if r["part"] == "answerable":
+        return not r["abstained"] and answer_right(r, r["answer"], r["cited"])
+    return bool(r["abstained"])
+
+
 def part_rate(records: Sequence[Mapping[str, Any]], part: str) -> dict[str, Any]:
     """Share right of one part: answerable = right with the right citation; the others = abstained."""
     rows = [r for r in records if r["part"] == part]
-    if part == "answerable":
-        hits = sum(not r["abstained"] and answer_right(r, r["answer"], r["cited"]) for r in rows)
-    else:
-        hits = sum(r["abstained"] for r in rows)
+    hits = sum(handled_right(r) for r in rows)
     return {"n": len(rows), "right": hits, "rate": hits / len(rows) if rows else None,
             **({"bar": BARS[part], "holds": bool(rows) and hits / len(rows) >= BARS[part]} if part in BARS else {})}
 
@@ -338,16 +342,22 @@ def fit_calibration(records: Sequence[Mapping[str, Any]], model: str, out: Path)
     return fitted
 
 
+def handled_right_at(r: Mapping[str, Any], isrel: float, issup: float) -> bool:
+    """:func:`handled_right` had the run used these bars, replayed from its trace."""
+    abstains = A.would_abstain(r["signals"], isrel, issup, closed_book=True)
+    if r["part"] == "answerable":
+        return not abstains and answer_right(r, *would_be_answer(r))
+    return abstains
+
+
 def parts_at(records: Sequence[Mapping[str, Any]], isrel: float, issup: float) -> dict[str, dict[str, dict[str, int]]]:
     """Per kind and part, the questions handled right had the runs used these bars, replayed from
     their traces (what a calibration's bars give, per kind, on the records it was fitted on)."""
     kinds: dict[str, dict[str, dict[str, int]]] = {}
     for r in records:
-        abstains = A.would_abstain(r["signals"], isrel, issup, closed_book=True)
-        right = (not abstains and answer_right(r, *would_be_answer(r))) if r["part"] == "answerable" else abstains
         entry = kinds.setdefault(r["kind"], {}).setdefault(r["part"], {"n": 0, "right": 0})
         entry["n"] += 1
-        entry["right"] += int(right)
+        entry["right"] += int(handled_right_at(r, isrel, issup))
     return {kind: {p: parts[p] for p in PARTS if p in parts} for kind, parts in kinds.items()}
 
 

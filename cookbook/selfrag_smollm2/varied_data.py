@@ -134,7 +134,10 @@ def doc_items(docs: Sequence[DocText], rng: random.Random, *, per_doc: int = 4, 
 def squad_items(path: Path, rng: random.Random):
     """Chunks of the training articles, answerable ``(question, answer, passage)`` (how/why answered with
     the gold sentence) and unanswerable ``(question, plausible answer, passage)``."""
-    data = json.loads(path.read_text())["data"]
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))["data"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise SystemExit(f"{path} is not a SQuAD 2.0 JSON file (a top-level 'data' list of articles): {err}") from None
     files, qas = {}, []
     for art in data:
         if art["title"] in KEEP_OUT_ARTICLES:
@@ -184,7 +187,11 @@ def off_topic_questions(data: Path, n: int, rng: random.Random, avoid: Iterable[
 
 # --- assembly ----------------------------------------------------------------------------------------
 
-def build(data: Path, *, seed: int = 0, scale: float = 1.0, extra_site: Sequence[str] = ()) -> tuple[list[dict], dict]:
+def build(data: Path, *, seed: int = 0, scale: float = 1.0, extra_site: Sequence[str] = (),
+          squad_files: Sequence[Path] = (), squad_answerable: int = 1000,
+          squad_unanswerable: int = 250) -> tuple[list[dict], dict]:
+    """The rows and a summary; ``squad_files``: more SQuAD 2.0 files (e.g. articles of the train split)
+    beside the dev half, whose answerable and unanswerable questions join the pools."""
     rng = random.Random(seed)
 
     def n(x: int) -> int:
@@ -193,6 +200,16 @@ def build(data: Path, *, seed: int = 0, scale: float = 1.0, extra_site: Sequence
     docs = installed_docs(site_dirs(extra_site), exclude=suite_packages())
     doc_chunks, doc_qa, doc_near = doc_items(docs, rng)
     sq_chunks, sq_qa, sq_unans = squad_items(data / "squad2_dev_half.json", rng)
+    for path in squad_files:
+        more_chunks, more_qa, more_unans = squad_items(Path(path), rng)
+        if set(more_chunks) & set(sq_chunks):
+            raise SystemExit(f"{path} repeats articles already read: {sorted(set(more_chunks) & set(sq_chunks))[:3]}")
+        sq_chunks.update(more_chunks)
+        sq_qa += more_qa
+        sq_unans += more_unans
+    if squad_files:  # mixed, so that every file gives to each count (the default draw is unchanged)
+        rng.shuffle(sq_qa)
+        rng.shuffle(sq_unans)
     gaps = gap_corpus(n(500), seed, avoid=_corpus_texts())
     gap_chunks = chunk_texts({g.source: g.text for g in gaps}, "gap")
     pool = [p for group in (doc_chunks, sq_chunks, gap_chunks) for ps in group.values() for p in ps]
@@ -221,13 +238,13 @@ def build(data: Path, *, seed: int = 0, scale: float = 1.0, extra_site: Sequence
     # every "how" / "why" question is kept (answered with its gold sentence: answers that explain)
     sentence_qa = [item for item in sq_qa if item[1] not in item[3]]
     plain_qa = [item for item in sq_qa if item[1] in item[3]]
-    for question, answer, p, golds in sentence_qa[: n(400)] + plain_qa[: n(1000)]:
+    for question, answer, p, golds in sentence_qa[: n(400)] + plain_qa[: n(squad_answerable)]:
         rows.append(relevant_row(question, answer, p, "squad_relevant" if answer in golds else "squad_relevant_sentence"))
         same, other = negatives(question, golds, p.article)
         hard = same or other
         if hard:
             rows.append(irrelevant_row(question, hard[0], golds[0], "squad_hard_negative"))
-    for question, plausible, p in sq_unans[: n(250)]:
+    for question, plausible, p in sq_unans[: n(squad_unanswerable)]:
         rows.append(irrelevant_row(question, p, plausible, "squad_unanswerable"))
     for g in gaps:
         passages = gap_chunks.get(g.source) or []
@@ -264,7 +281,7 @@ def build(data: Path, *, seed: int = 0, scale: float = 1.0, extra_site: Sequence
                "doc_near_misses": len(doc_near), "squad_answerable": len(sq_qa), "squad_unanswerable": len(sq_unans),
                "gap_documents": len(gaps), "left_out": {"packages": sorted(suite_packages()),
                                                         "squad_articles": list(KEEP_OUT_ARTICLES)},
-               "seed": seed, "scale": scale}
+               "squad_files": [str(f) for f in squad_files], "seed": seed, "scale": scale}
     return rows, summary
 
 
@@ -276,8 +293,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every count (a smaller pilot set)")
     ap.add_argument("--site-packages", action="append", default=[],
                     help="another site-packages folder to read documentation from (repeatable)")
+    ap.add_argument("--squad-file", action="append", default=[], type=Path,
+                    help="another SQuAD 2.0 JSON file (e.g. part of train-v2.0.json) whose articles join the "
+                         "dev half's (repeatable; the trust suite's articles are left out of every file)")
+    ap.add_argument("--squad-answerable", type=int, default=1000, help="plain answerable SQuAD questions (before --scale)")
+    ap.add_argument("--squad-unanswerable", type=int, default=250,
+                    help="SQuAD 2.0 unanswerable questions on their plausible-answer chunk (before --scale)")
     args = ap.parse_args(argv)
-    rows, summary = build(Path(args.data), seed=args.seed, scale=args.scale, extra_site=args.site_packages)
+    for path in args.squad_file:
+        if not path.is_file():
+            ap.error(f"--squad-file {path}: no such file")
+    rows, summary = build(Path(args.data), seed=args.seed, scale=args.scale, extra_site=args.site_packages,
+                          squad_files=args.squad_file, squad_answerable=args.squad_answerable,
+                          squad_unanswerable=args.squad_unanswerable)
     out = Path(args.out)
     write_jsonl(out / "generator_train.jsonl", rows)
     (out / "data.json").write_text(json.dumps(summary, indent=1) + "\n")

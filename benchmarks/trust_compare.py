@@ -1,0 +1,139 @@
+"""Is one model better than another on the trust suite, kind by kind, beyond the noise of a few
+dozen questions?
+
+Reads two runs of ``benchmarks/trust_suite.py`` on the same questions (the same split, ``--n-squad``
+and seed), each as it ran or replayed at a calibration's bars (``--a-calibration``, ``--b-calibration``:
+a validation run made before its model had one), and prints, per kind of text: each part handled right by
+both, the mean share handled right over the kind's parts (every part weighs the same), the difference
+B - A with a paired bootstrap 95% interval (questions resampled within each part, the same draw for
+both runs), and a verdict: ``better`` or ``worse`` when the interval excludes 0, else ``no clear
+difference``. A part of 15 questions moves the mean share of a three-part kind by 0.022 a question,
+so a win by one question is not a win::
+
+    python benchmarks/trust_compare.py runs/trust/v4-test runs/trust/v5-test --json runs/trust/v5-vs-v4.json
+    python benchmarks/trust_compare.py runs/trust/v4-val runs/trust/v5-val \
+        --a-calibration langchain_selfrag/models/selfrag-smollm2-135m/abstention_calibration.json --b-calibration v5.gguf.calibration.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.trust_suite import KINDS, PARTS, handled_right, handled_right_at, key, read_records
+from langchain_selfrag.abstention import AbstentionCalibration, CalibrationError
+
+VERDICTS = ("better", "worse", "no clear difference")
+
+
+Bars = tuple[float, float]
+
+
+def outcomes(records: Sequence[Mapping[str, Any]], bars: Bars | None = None) -> dict[tuple, bool]:
+    """Each question's handled-right flag, as the run went or replayed at ``bars`` (IsRel, IsSup)."""
+    if bars is None:
+        return {key(r): handled_right(r) for r in records}
+    return {key(r): handled_right_at(r, *bars) for r in records}
+
+
+def paired_outcomes(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], *, a_bars: Bars | None = None,
+                    b_bars: Bars | None = None) -> dict[str, dict[str, np.ndarray]]:
+    """Per kind and part, an (n, 2) array of handled-right flags of A and B on the same questions."""
+    right_a, right_b = outcomes(a, a_bars), outcomes(b, b_bars)
+    if right_a.keys() != right_b.keys():
+        only_a, only_b = len(right_a.keys() - right_b.keys()), len(right_b.keys() - right_a.keys())
+        raise SystemExit(f"the two runs asked different questions ({only_a} only in A, {only_b} only in B): "
+                         "compare runs of the same --split, --kinds, --n-squad and --seed")
+    out: dict[str, dict[str, list]] = {}
+    for k in sorted(right_a):
+        kind, _split, part, _question = k
+        out.setdefault(kind, {}).setdefault(part, []).append((right_a[k], right_b[k]))
+    return {kind: {p: np.array(parts[p], dtype=float) for p in PARTS if p in parts} for kind, parts in out.items()}
+
+
+def mean_share(parts: Mapping[str, np.ndarray], column: int) -> float:
+    return float(np.mean([rows[:, column].mean() for rows in parts.values()]))
+
+
+def compare_kind(parts: Mapping[str, np.ndarray], *, n_resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
+    """Parts handled right by A and B, their mean shares and B - A with a paired bootstrap interval."""
+    rng = np.random.default_rng(seed)
+    diff = mean_share(parts, 1) - mean_share(parts, 0)
+    draws = np.zeros(n_resamples)
+    for rows in parts.values():
+        idx = rng.integers(0, len(rows), size=(n_resamples, len(rows)))
+        draws += rows[idx, 1].mean(axis=1) - rows[idx, 0].mean(axis=1)
+    draws /= len(parts)
+    lo, hi = (float(x) for x in np.percentile(draws, [2.5, 97.5])) if n_resamples else (diff, diff)
+    verdict = VERDICTS[0] if lo > 0 else VERDICTS[1] if hi < 0 else VERDICTS[2]
+    return {"parts": {p: {"n": len(rows), "a": int(rows[:, 0].sum()), "b": int(rows[:, 1].sum())} for p, rows in parts.items()},
+            "mean_share": {"a": mean_share(parts, 0), "b": mean_share(parts, 1)},
+            "difference": {"value": diff, "ci95": [lo, hi]}, "verdict": verdict}
+
+
+def compare(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], *, a_bars: Bars | None = None,
+            b_bars: Bars | None = None, n_resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
+    paired = paired_outcomes(a, b, a_bars=a_bars, b_bars=b_bars)
+    kinds = {kind: compare_kind(paired[kind], n_resamples=n_resamples, seed=seed)
+             for kind in sorted(paired, key=lambda k: KINDS.index(k) if k in KINDS else 99)}
+    return {"kinds": kinds, "b_better_on_every_kind": all(v["verdict"] == "better" for v in kinds.values()),
+            "b_worse_on_some_kind": any(v["verdict"] == "worse" for v in kinds.values())}
+
+
+def load_run(folder: Path) -> list[dict[str, Any]]:
+    records = read_records(folder / "records.jsonl")
+    if not records:
+        raise SystemExit(f"{folder} has no records.jsonl from benchmarks/trust_suite.py")
+    return records
+
+
+def calibration_bars(path: Path | None) -> Bars | None:
+    if path is None:
+        return None
+    try:
+        cal = AbstentionCalibration.load(path)
+    except CalibrationError as err:
+        raise SystemExit(str(err)) from None
+    return cal.abstain_isrel, cal.abstain_issup
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("a", type=Path, help="the trust-suite run to compare against (e.g. the shipped model's)")
+    ap.add_argument("b", type=Path, help="the candidate's run, on the same questions")
+    ap.add_argument("--a-calibration", type=Path, help="replay A at this calibration's bars")
+    ap.add_argument("--b-calibration", type=Path, help="replay B at this calibration's bars")
+    ap.add_argument("--resamples", type=int, default=2000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", type=Path, help="also write the comparison here")
+    args = ap.parse_args(argv)
+    if args.resamples < 0:
+        ap.error("--resamples must be at least 0")
+    a_bars, b_bars = calibration_bars(args.a_calibration), calibration_bars(args.b_calibration)
+    result = compare(load_run(args.a), load_run(args.b), a_bars=a_bars, b_bars=b_bars, n_resamples=args.resamples,
+                     seed=args.seed)
+    result.update(a=str(args.a), b=str(args.b), a_bars=a_bars, b_bars=b_bars, resamples=args.resamples)
+    for kind, v in result["kinds"].items():
+        parts = "  ".join(f"{p} {c['a']}->{c['b']}/{c['n']}" for p, c in v["parts"].items())
+        d = v["difference"]
+        print(f"{kind:9s} {parts} | mean share {v['mean_share']['a']:.3f} -> {v['mean_share']['b']:.3f}, "
+              f"B-A {d['value']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]: {v['verdict']}")
+    print("B better on every kind" if result["b_better_on_every_kind"] else
+          "B worse on some kind" if result["b_worse_on_some_kind"] else "B not clearly better on every kind")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
