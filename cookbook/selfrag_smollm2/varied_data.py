@@ -15,7 +15,9 @@ every passage of real documentation relevant. This builds one training set from:
   unanswerable questions on their plausible-answer chunk (``[Irrelevant]``);
 * **invented documents** (:mod:`.gap_corpus`): a stated detail and a gap on the same text;
 * **off-topic questions** (PopQA, SelfAware, HotpotQA) on the best BM25 chunk of the pooled corpus;
-* **IsSup negatives** (another question's answer after a gold chunk, ``[No support / Contradictory]``)
+* **IsSup negatives** (another question's answer after a gold chunk, ``[No support / Contradictory]``;
+  with ``--in-passage N`` also answers of other questions that are spans of the same chunk, so that
+  IsSup judges whether a span answers the question and not only whether the passage holds it)
   and **no-retrieval instructions** (``[No Retrieval]``).
 
 After ``[Irrelevant]`` the text is not trained (a no-loss span) and ``[Utility:1]`` is. Left out of
@@ -95,10 +97,40 @@ def irrelevant_row(question: str, p: Passage, filler: str, variant: str) -> dict
             "passage": p.id, "no_loss_spans": [[len(head), len(head) + len(filler)]]}
 
 
-def issup_negative_row(question: str, wrong: str, p: Passage) -> dict:
+def issup_negative_row(question: str, wrong: str, p: Passage, variant: str = "issup_negative") -> dict:
     head = T.RETRIEVAL + format_evidence(p.title, p.text) + T.RELEVANT
     return {"instruction": question, "input": "", "output": head + wrong + T.NO_SUPPORT + T.UTILITY[0],
-            "variant": "issup_negative", "passage": p.id, "no_loss_spans": [[len(head), len(head) + len(wrong)]]}
+            "variant": variant, "passage": p.id, "no_loss_spans": [[len(head), len(head) + len(wrong)]]}
+
+
+def _words(question: str) -> set[str]:
+    return {w.lower().strip("?,.;:!\"'()") for w in question.split()}
+
+
+def in_passage_distractors(items: Sequence[tuple[str, str, Passage, Sequence[str]]], rng: random.Random,
+                           *, max_overlap: float = 0.3) -> list[tuple[str, str, str, Passage]]:
+    """``(question, answer, distractor, passage)``: another question's answer that is a span of the
+    same passage, so an IsSup judge must read the question and not just find the span. Distractors
+    that overlap a gold answer, or whose question shares more than ``max_overlap`` of its words
+    (Jaccard) with this one (a paraphrase, likely the same answer), are left out."""
+    by_passage: dict[str, list[tuple[str, str]]] = {}
+    for question, answer, p, _ in items:
+        by_passage.setdefault(p.id, []).append((question, answer))
+    out = []
+    for question, answer, p, golds in items:
+        words = _words(question)
+        candidates = []
+        for other_q, other_a in by_passage[p.id]:
+            other_words = _words(other_q)
+            if other_a == answer or len(words & other_words) / len(words | other_words) >= max_overlap:
+                continue
+            if any(other_a.lower() in g.lower() or g.lower() in other_a.lower() for g in [answer, *golds]):
+                continue
+            if contains_answer(p.text, [other_a]):
+                candidates.append(other_a)
+        if candidates:
+            out.append((question, answer, rng.choice(candidates), p))
+    return out
 
 
 def no_retrieval_row(instruction: str, output: str) -> dict:
@@ -189,9 +221,11 @@ def off_topic_questions(data: Path, n: int, rng: random.Random, avoid: Iterable[
 
 def build(data: Path, *, seed: int = 0, scale: float = 1.0, extra_site: Sequence[str] = (),
           squad_files: Sequence[Path] = (), squad_answerable: int = 1000,
-          squad_unanswerable: int = 250) -> tuple[list[dict], dict]:
+          squad_unanswerable: int = 250, in_passage: int = 0) -> tuple[list[dict], dict]:
     """The rows and a summary; ``squad_files``: more SQuAD 2.0 files (e.g. articles of the train split)
-    beside the dev half, whose answerable and unanswerable questions join the pools."""
+    beside the dev half, whose answerable and unanswerable questions join the pools; ``in_passage``:
+    IsSup negatives whose wrong answer is a span of the same passage (:func:`in_passage_distractors`),
+    each with the right answer as its positive 70% of the time."""
     rng = random.Random(seed)
 
     def n(x: int) -> int:
@@ -268,6 +302,14 @@ def build(data: Path, *, seed: int = 0, scale: float = 1.0, extra_site: Sequence
         wrong = rng.choice(wrong_pool)
         if not contains_answer(p.text, [wrong]):
             rows.append(issup_negative_row(question, wrong, p))
+    if in_passage:
+        span_qa = [item for item in sq_qa if item[1] in item[3]] + [(q, a, p, [a]) for q, a, p in doc_qa]
+        pairs = in_passage_distractors(span_qa, rng)
+        rng.shuffle(pairs)
+        for question, answer, wrong, p in pairs[: n(in_passage)]:
+            rows.append(issup_negative_row(question, wrong, p, "issup_in_passage"))
+            if rng.random() < 0.7:
+                rows.append(relevant_row(question, answer, p, "issup_in_passage_positive"))
     instr_train, _ = instruction_split(instruction_tasks(data), 0)
     for item in instr_train[: n(300)]:
         from training.selfrag.qa_data import instruction_text
@@ -281,7 +323,7 @@ def build(data: Path, *, seed: int = 0, scale: float = 1.0, extra_site: Sequence
                "doc_near_misses": len(doc_near), "squad_answerable": len(sq_qa), "squad_unanswerable": len(sq_unans),
                "gap_documents": len(gaps), "left_out": {"packages": sorted(suite_packages()),
                                                         "squad_articles": list(KEEP_OUT_ARTICLES)},
-               "squad_files": [str(f) for f in squad_files], "seed": seed, "scale": scale}
+               "squad_files": [str(f) for f in squad_files], "in_passage": in_passage, "seed": seed, "scale": scale}
     return rows, summary
 
 
@@ -299,13 +341,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--squad-answerable", type=int, default=1000, help="plain answerable SQuAD questions (before --scale)")
     ap.add_argument("--squad-unanswerable", type=int, default=250,
                     help="SQuAD 2.0 unanswerable questions on their plausible-answer chunk (before --scale)")
+    ap.add_argument("--in-passage", type=int, default=0,
+                    help="IsSup negatives whose wrong answer is another question's answer in the same passage "
+                         "(before --scale; 0: none)")
     args = ap.parse_args(argv)
     for path in args.squad_file:
         if not path.is_file():
             ap.error(f"--squad-file {path}: no such file")
     rows, summary = build(Path(args.data), seed=args.seed, scale=args.scale, extra_site=args.site_packages,
                           squad_files=args.squad_file, squad_answerable=args.squad_answerable,
-                          squad_unanswerable=args.squad_unanswerable)
+                          squad_unanswerable=args.squad_unanswerable, in_passage=args.in_passage)
     out = Path(args.out)
     write_jsonl(out / "generator_train.jsonl", rows)
     (out / "data.json").write_text(json.dumps(summary, indent=1) + "\n")
