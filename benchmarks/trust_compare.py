@@ -29,7 +29,7 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.trust_suite import KINDS, PARTS, handled_right, handled_right_at, key, read_records
+from benchmarks.trust_suite import PARTS, handled_right, handled_right_at, in_kind_order, key, read_records
 from langchain_selfrag.abstention import AbstentionCalibration, CalibrationError
 
 VERDICTS = ("better", "worse", "no clear difference")
@@ -84,7 +84,7 @@ def compare(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], *, a
             b_bars: Bars | None = None, n_resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
     paired = paired_outcomes(a, b, a_bars=a_bars, b_bars=b_bars)
     kinds = {kind: compare_kind(paired[kind], n_resamples=n_resamples, seed=seed)
-             for kind in sorted(paired, key=lambda k: KINDS.index(k) if k in KINDS else 99)}
+             for kind in in_kind_order(paired)}
     return {"kinds": kinds, "b_better_on_every_kind": all(v["verdict"] == "better" for v in kinds.values()),
             "b_worse_on_some_kind": any(v["verdict"] == "worse" for v in kinds.values())}
 

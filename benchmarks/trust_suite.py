@@ -288,6 +288,11 @@ def outcome(r: Mapping[str, Any], confidence: str = "chain") -> Outcome:
 PARTS = ("answerable", "near_miss", "off_topic", "unanswerable", "noise_only")
 
 
+def in_kind_order(kinds: Iterable[str]) -> list[str]:
+    """The suite's kinds in table order (``KINDS``), any other kind after them."""
+    return sorted(kinds, key=lambda k: KINDS.index(k) if k in KINDS else len(KINDS))
+
+
 def handled_right(r: Mapping[str, Any]) -> bool:
     """An answerable question answered right with the right citation; any other one abstained on."""
     if r["part"] == "answerable":
@@ -307,7 +312,7 @@ def summarize(records: Sequence[Mapping[str, Any]], *, confidence: str = "chain"
     """Per kind: each part's rate against its bar, and the selective-QA figures over answerable +
     unanswerable-kind parts (noise-only runs excluded: they repeat the answerable questions)."""
     kinds: dict[str, Any] = {}
-    for kind in sorted({r["kind"] for r in records}, key=lambda k: KINDS.index(k) if k in KINDS else 99):
+    for kind in in_kind_order({r["kind"] for r in records}):
         rows = [r for r in records if r["kind"] == kind]
         parts = {p: part_rate(rows, p) for p in PARTS if any(r["part"] == p for r in rows)}
         trust_rows = [r for r in rows if r["part"] != "noise_only"]

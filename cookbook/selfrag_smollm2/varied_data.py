@@ -113,19 +113,18 @@ def in_passage_distractors(items: Sequence[tuple[str, str, Passage, Sequence[str
     same passage, so an IsSup judge must read the question and not just find the span. Distractors
     that overlap a gold answer, or whose question shares more than ``max_overlap`` of its words
     (Jaccard) with this one (a paraphrase, likely the same answer), are left out."""
-    by_passage: dict[str, list[tuple[str, str]]] = {}
+    by_passage: dict[str, list[tuple[set[str], str]]] = {}
     for question, answer, p, _ in items:
-        by_passage.setdefault(p.id, []).append((question, answer))
+        by_passage.setdefault(p.id, []).append((_words(question), answer))
     out = []
     for question, answer, p, golds in items:
         words = _words(question)
         candidates = []
-        for other_q, other_a in by_passage[p.id]:
-            other_words = _words(other_q)
-            if other_a == answer or len(words & other_words) / len(words | other_words) >= max_overlap:
+        for other_words, other_a in by_passage[p.id]:
+            if len(words & other_words) / len(words | other_words) >= max_overlap:
                 continue
             if any(other_a.lower() in g.lower() or g.lower() in other_a.lower() for g in [answer, *golds]):
-                continue
+                continue  # the same answer, or one overlapping a gold answer
             if contains_answer(p.text, [other_a]):
                 candidates.append(other_a)
         if candidates:
