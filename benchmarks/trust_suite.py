@@ -4,8 +4,9 @@ what they do not?
 Kinds (``benchmarks/trust/``): ``docs`` (package READMEs as published on PyPI: markdown and
 reStructuredText with badges, links and code, written by other people), ``news`` (news reports of
 invented events), ``invented`` (short invented fact sheets: the project's two invented corpora) and
-``squad`` (SQuAD 2.0 Wikipedia articles from ``../shared/data``; skipped without it). Each kind has a
-``validation`` part (for choices) and a ``test`` part (used for none), on different documents.
+``squad`` (SQuAD 2.0 Wikipedia articles: ten of the train split in ``benchmarks/trust/squad`` validate, four
+of ``../shared/data`` test; the test part is skipped without it). Each kind has a ``validation`` part
+(for choices) and a ``test`` part (used for none), on different documents.
 
 Parts of each kind: ``answerable`` (the answer is stated in one document; right = a gold answer in
 the answer *and* that document cited), ``near_miss`` (asks a document's own subject a detail it does
@@ -63,10 +64,11 @@ SPLITS = ("validation", "test")
 #: The invented fact sheets: the project's invented corpora (validation chose the abstention bars of v4).
 INVENTED = {"validation": ROOT / "cookbook" / "selfrag_smollm2" / "data" / "abstention_validation_corpus.json",
             "test": ROOT / "tests" / "data" / "invented_corpus.json"}
-#: SQuAD 2.0 articles of ../shared/data/squad2_dev_half.json: the bundled model's four held-out
-#: articles are the test part; two of its training articles, left out of later training, validate.
-SQUAD_ARTICLES = {"validation": ("Packet_switching", "1973_oil_crisis"),
-                  "test": ("Computational_complexity_theory", "Harvard_University", "Normans", "Warsaw")}
+#: SQuAD validation: ten articles of SQuAD 2.0's train split that no shipped model trained on (sources
+#: in its folder). SQuAD test: the bundled model's four held-out articles of
+#: ../shared/data/squad2_dev_half.json.
+SQUAD_VALIDATION = SUITE / "squad" / "validation.json"
+SQUAD_TEST_ARTICLES = ("Computational_complexity_theory", "Harvard_University", "Normans", "Warsaw")
 #: Parts whose right outcome is an abstention.
 ABSTAIN_PARTS = ("near_miss", "off_topic", "unanswerable", "noise_only")
 #: Acceptance bars of the trust issue, per part (share right).
@@ -99,13 +101,22 @@ def suite_questions(kind: str, split: str, data: Path | None, n_squad: int, seed
     raise SystemExit(f"unknown kind {kind!r}; known: {', '.join(KINDS)}")
 
 
+def squad_articles(split: str, data: Path | None) -> dict[str, dict]:
+    """The split's SQuAD 2.0 articles by title: validation ships with the suite, test is read from
+    ``data`` (``FileNotFoundError`` without it)."""
+    if split == "validation":
+        return {a["title"]: a for a in json.loads(SQUAD_VALIDATION.read_text(encoding="utf-8"))["data"]}
+    path = (data or Path()) / "squad2_dev_half.json"
+    if data is None or not path.is_file():
+        raise FileNotFoundError(f"{path} not found (the squad kind's test part needs ../shared/data)")
+    return {a["title"]: a for a in json.loads(path.read_text(encoding="utf-8"))["data"]
+            if a["title"] in SQUAD_TEST_ARTICLES}
+
+
 def squad_questions(split: str, data: Path | None, n: int, seed: int, questions: list[dict]) -> tuple[dict[str, str], list[dict]]:
     """One file per article (its paragraphs, blank-line separated); a seeded sample of ``n`` answerable
     and ``n // 2`` unanswerable questions; the answerable ones again as ``noise_only``."""
-    path = (data or Path()) / "squad2_dev_half.json"
-    if data is None or not path.is_file():
-        raise FileNotFoundError(f"{path} not found (the squad kind needs ../shared/data)")
-    articles = {a["title"]: a for a in json.loads(path.read_text())["data"] if a["title"] in SQUAD_ARTICLES[split]}
+    articles = squad_articles(split, data)
     docs, answerable, unanswerable = {}, [], []
     for title, art in sorted(articles.items()):
         source = f"{title}.txt"
@@ -378,7 +389,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--kinds", default=",".join(KINDS), help="comma-separated subset of " + ", ".join(KINDS))
     ap.add_argument("--out", required=True, help="folder for records.jsonl, summary.json and risk_coverage.png")
     ap.add_argument("--model", help="model file (default: the bundled model)")
-    ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data"), help="folder with squad2_dev_half.json")
+    ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data"),
+                    help="folder with squad2_dev_half.json (the squad kind's test part)")
     ap.add_argument("--n-squad", type=int, default=150, help="answerable SQuAD questions (unanswerable: half)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: $SELFRAG_THREADS or all)")

@@ -46,6 +46,28 @@ def test_validation_and_test_parts_share_no_document_or_question() -> None:
     assert not set(off["validation"]) & set(off["test"])
 
 
+def test_squad_validation_ships_with_the_suite_and_is_never_trained_on() -> None:
+    from benchmarks.trust_suite import SQUAD_TEST_ARTICLES
+    from cookbook.selfrag_smollm2.varied_data import KEEP_OUT_ARTICLES
+
+    docs, questions = suite_questions("squad", "validation", None, 60, 0)  # no ../shared needed
+    titles = {name.removesuffix(".txt") for name in docs}
+    assert len(titles) == 10 and not titles & set(SQUAD_TEST_ARTICLES)
+    assert titles <= set(KEEP_OUT_ARTICLES) and set(SQUAD_TEST_ARTICLES) <= set(KEEP_OUT_ARTICLES)
+    parts = {}
+    for q in questions:
+        parts[q["part"]] = parts.get(q["part"], 0) + 1
+        if q["part"] in ("answerable", "noise_only"):
+            assert any(a in docs[q["source"]] for a in q["answers"]), q
+    assert parts == {"off_topic": 40, "answerable": 60, "unanswerable": 30, "noise_only": 60}
+    assert len({q["source"] for q in questions if q["part"] == "answerable"}) >= 5  # a sample of all ten
+
+
+def test_squad_test_part_needs_the_shared_data(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="needs ../shared/data"):
+        suite_questions("squad", "test", tmp_path, 60, 0)
+
+
 def test_noise_only_retriever_drops_every_passage_holding_an_answer() -> None:
     docs = [Document("The dam was built in 1961."), Document("The dam holds back the Tesk."),
             Document("The dam is 40 metres tall.")]
