@@ -89,6 +89,19 @@ def compare(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], *, a
             "b_worse_on_some_kind": any(v["verdict"] == "worse" for v in kinds.values())}
 
 
+def overall(result: Mapping[str, Any]) -> str:
+    """One line on the comparison: where B is clearly better or worse, naming the kinds."""
+    by = {v: [k for k, e in result["kinds"].items() if e["verdict"] == v] for v in VERDICTS[:2]}
+    better, worse = by[VERDICTS[0]], by[VERDICTS[1]]
+    if result["b_better_on_every_kind"]:
+        return "B better on every kind"
+    if worse:
+        return f"B worse on {', '.join(worse)}" + (f" (better on {', '.join(better)})" if better else "")
+    if better:
+        return f"B better on {', '.join(better)} and worse on none"
+    return "no clear difference on any kind"
+
+
 def load_run(folder: Path) -> list[dict[str, Any]]:
     records = read_records(folder / "records.jsonl")
     if not records:
@@ -127,8 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         d = v["difference"]
         print(f"{kind:9s} {parts} | mean share {v['mean_share']['a']:.3f} -> {v['mean_share']['b']:.3f}, "
               f"B-A {d['value']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]: {v['verdict']}")
-    print("B better on every kind" if result["b_better_on_every_kind"] else
-          "B worse on some kind" if result["b_worse_on_some_kind"] else "B not clearly better on every kind")
+    print(overall(result))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=1) + "\n")

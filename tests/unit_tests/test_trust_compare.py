@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.trust_compare import compare, main
+from benchmarks.trust_compare import compare, main, overall
 
 
 def run(kind: str, part: str, i: int, right: bool, isrel: float = 0.9) -> dict:
@@ -41,6 +41,11 @@ def test_a_clear_win_a_clear_loss_and_a_draw_are_told_apart() -> None:
     assert news["verdict"] == "worse"
     assert invented["difference"]["value"] == 0 and invented["verdict"] == "no clear difference"
     assert not result["b_better_on_every_kind"] and result["b_worse_on_some_kind"]
+    assert overall(result) == "B worse on news (better on docs)"
+    without_news = {**result, "kinds": {k: v for k, v in result["kinds"].items() if k != "news"},
+                    "b_worse_on_some_kind": False}
+    assert overall(without_news) == "B better on docs and worse on none"
+    assert overall({**without_news, "kinds": {"invented": invented}}) == "no clear difference on any kind"
 
 
 def test_one_question_more_is_not_a_win() -> None:
