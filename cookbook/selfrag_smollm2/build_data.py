@@ -3,9 +3,10 @@
 * SQuAD v2 (dev half) is split by article; only train articles are used here, and the held-out
   article titles are written to ``split.json`` for the evaluation step.
 * Generator data: Algorithm 3 (:mod:`training.selfrag.algorithm3`) with the gold labeller as critic and
-  BM25 over all SQuAD passages, plus one irrelevant-passage contrast copy per question (its answer
-  trained, as in the paper), plus IsSup negatives (another question's answer after the gold
-  passage, not trained as text, followed by the trained ``[No support / Contradictory]``).
+  BM25 over the train articles' passages (no held-out text is trained on, not even as a negative),
+  plus one irrelevant-passage contrast copy per question (its answer trained, as in the paper), plus
+  IsSup negatives (another question's answer after the gold passage, not trained as text, followed
+  by the trained ``[No support / Contradictory]``).
 * Phase-2 data: gold passage vs several BM25 hard negatives per question, IsSup negatives mixed in.
 * Instruction tasks (self-instruct seed tasks + user-oriented instructions) are the no-retrieval
   cases; a seeded part is held out for the retrieve-decision evaluation.
@@ -148,10 +149,13 @@ def main(argv=None) -> int:
     train_articles, heldout_articles = split_articles(corpus.articles, HELDOUT_ARTICLES, seed=args.seed)
     instructions = instruction_tasks(data)
     instr_train, instr_heldout = instruction_split(instructions, args.seed)
-    retriever = BM25Retriever(corpus.passages)  # the whole corpus, as an index at run time would hold it
     by_id = corpus.by_id()
     train = corpus.subset(train_articles)
     heldout = corpus.subset(heldout_articles)
+    # training rows read only the train articles' passages (their negatives and contrasts too), so no
+    # text of a held-out article is ever trained on; the held-out critic set retrieves from everything
+    retriever = BM25Retriever(train.passages)
+    heldout_retriever = BM25Retriever(corpus.passages)
     qa_sources = [SourceExample(q.question, q.answers[0], kind="qa", answers=q.answers, id=q.id)
                   for q in train.questions if q.answerable and q.gold]
     if args.max_questions:
@@ -174,7 +178,8 @@ def main(argv=None) -> int:
     phase2_rng.shuffle(phase2)
     write_jsonl(out / "generator_phase2.jsonl", phase2)
     critic_train = critic_cases(train.questions, instr_train, retriever, by_id, random.Random(args.seed), args.critic_per_aspect)
-    critic_eval = critic_cases(heldout.questions, instr_heldout, retriever, by_id, random.Random(args.seed + 1), 100)
+    critic_eval = critic_cases(heldout.questions, instr_heldout, heldout_retriever, by_id, random.Random(args.seed + 1),
+                               100)
     rng.shuffle(critic_train)
     write_jsonl(out / "critic_train.jsonl", critic_train)
     write_jsonl(out / "critic_eval.jsonl", critic_eval)

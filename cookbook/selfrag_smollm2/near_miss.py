@@ -121,7 +121,7 @@ def build(data: Path, split: Mapping, *, seed: int = 0, near_miss: int = 1100, p
         rows += gap_rows(gap_corpus(gap_documents, seed, avoid=_corpus_texts(), varied=gap_varied), rng)
     instr_train, _ = instruction_split(instruction_tasks(data), split["seed"])
     rest = [q for q in train.questions if q.id not in keep_out and q.id not in used]
-    phase2 = isrel_pairs(rest, instr_train, BM25Retriever(corpus.passages), by_id, rng, replay=replay,
+    phase2 = isrel_pairs(rest, instr_train, BM25Retriever(train.passages), by_id, rng, replay=replay,
                          negatives=phase2_negatives, max_questions=phase2_questions)
     phase2_ids = {r["id"] for r in phase2}
     phase2 += issup_negatives([q for q in rest if q.id in phase2_ids], by_id, rng, issup_fraction)

@@ -115,7 +115,10 @@ def render(folder: str | Path) -> str:
         (f"* SQuAD 2.0 dev (first half), split by article with seed {split.get('seed')}: "
         f"{len(split.get('train_articles', []))} train articles, {len(split.get('heldout_articles', []))} held out "
         f"({', '.join(split.get('heldout_articles', []))}). Paragraphs are chunked into passages of at most "
-        f"{split.get('max_passage_chars')} characters ({split.get('passages')} passages); BM25 over all of them finds the training data's hard negatives."),
+        f"{split.get('max_passage_chars')} characters ({split.get('passages')} passages); BM25 over all of them found this "
+        "build's hard negatives and contrast passages, so passages of the held-out articles were trained on as "
+        "`[Irrelevant]` evidence for other articles' questions (never with their own questions). "
+        "`build_data` now draws them from the train articles only."),
         (f"* Generator data: Algorithm 3 of the paper with the gold-derived labeller as critic, {split.get('train_questions_used')} "
         f"train questions and {split.get('instructions_train')} instruction tasks (self-instruct seed tasks + user-oriented "
         f"instructions; no retrieval). Examples by kind: {json.dumps(split.get('generator_variants', {}))}; phase-2 examples: "
