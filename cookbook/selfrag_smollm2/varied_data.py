@@ -55,9 +55,9 @@ from .near_miss import _corpus_texts
 
 ROOT = Path(__file__).resolve().parents[2]
 TRUST = ROOT / "benchmarks" / "trust"
-#: SQuAD articles left out of every draw here: the trust suite's test part (the bundled model's held-out articles),
-#: its validation part (train-split articles, ``benchmarks/trust/squad``) and the two dev-half articles
-#: that validated it before.
+#: SQuAD articles left out of every draw here: the trust suite's test part (the bundled model's held-out
+#: articles), its validation part (train-split articles, ``benchmarks/trust/squad``; a unit test keeps
+#: the two lists equal) and the two dev-half articles that validated it before.
 KEEP_OUT_ARTICLES = ("Packet_switching", "1973_oil_crisis", "Computational_complexity_theory", "Harvard_University",
                      "Normans", "Warsaw", "Beyoncé", "Frédéric_Chopin", "Sino-Tibetan_relations_during_the_Ming_dynasty",
                      "IPod", "The_Legend_of_Zelda:_Twilight_Princess", "Spectre_(2015_film)", "2008_Sichuan_earthquake",
@@ -306,7 +306,7 @@ def build(data: Path, *, seed: int = 0, scale: float = 1.0, extra_site: Sequence
         if not contains_answer(p.text, [wrong]):
             rows.append(issup_negative_row(question, wrong, p))
     if in_passage:
-        span_qa = [item for item in sq_qa if item[1] in item[3]] + [(q, a, p, [a]) for q, a, p in doc_qa]
+        span_qa = plain_qa + [(q, a, p, [a]) for q, a, p in doc_qa]
         pairs = in_passage_distractors(span_qa, rng)
         rng.shuffle(pairs)
         for question, answer, wrong, p in pairs[: n(in_passage)]:

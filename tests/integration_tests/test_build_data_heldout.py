@@ -18,12 +18,16 @@ def test_no_training_row_holds_a_passage_of_a_heldout_article(shared_data: Path,
                      "--phase2-questions", "80", "--critic-per-aspect", "20"])
     split = json.loads((tmp_path / "split.json").read_text())
     corpus = load_squad(shared_data / "squad2_dev_half.json", max_passage_chars=split["max_passage_chars"])
-    heldout = [p.text for p in corpus.subset(split["heldout_articles"]).passages]
-    trained = [p.text for p in corpus.subset(split["train_articles"]).passages]
+
+    def as_in_rows(articles: list[str]) -> list[str]:
+        """The articles' passages as they read inside a JSONL row (JSON-escaped, once)."""
+        return [json.dumps(p.text, ensure_ascii=False)[1:-1] for p in corpus.subset(articles).passages]
+
+    heldout, trained = as_in_rows(split["heldout_articles"]), as_in_rows(split["train_articles"])
 
     def rows_holding(name: str, texts: list[str]) -> int:
         rows = [json.dumps(json.loads(line), ensure_ascii=False) for line in (tmp_path / name).read_text().splitlines()]
-        return sum(any(json.dumps(t, ensure_ascii=False)[1:-1] in r for t in texts) for r in rows)
+        return sum(any(t in r for t in texts) for r in rows)
 
     for name in ("generator_train.jsonl", "generator_phase2.jsonl", "critic_train.jsonl"):
         assert rows_holding(name, heldout) == 0, name
