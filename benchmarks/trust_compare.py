@@ -91,8 +91,7 @@ def compare(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], *, a
 
 def overall(result: Mapping[str, Any]) -> str:
     """One line on the comparison: where B is clearly better or worse, naming the kinds."""
-    by = {v: [k for k, e in result["kinds"].items() if e["verdict"] == v] for v in VERDICTS[:2]}
-    better, worse = by[VERDICTS[0]], by[VERDICTS[1]]
+    better, worse = ([k for k, e in result["kinds"].items() if e["verdict"] == v] for v in VERDICTS[:2])
     if result["b_better_on_every_kind"]:
         return "B better on every kind"
     if worse:
