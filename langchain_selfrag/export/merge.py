@@ -6,7 +6,7 @@ What PEFT's ``merge_and_unload`` does to a model loaded from the GGUF, done on t
 2. each LoRA pair adds ``scaling * B @ A`` to its weight, ``scaling = lora_alpha / r`` (``/ sqrt(r)``
    with rsLoRA; ``alpha_pattern`` honoured), the HF module name mapped to the GGUF tensor name by
    ``gguf.TensorNameMap``. llama.cpp's Llama conversion stores Q and K with their rows permuted for
-   its RoPE layout (:func:`~.gguf.permute_qk`): the update gets the same permutation;
+   its RoPE layout (:func:`~.layouts.permute_qk`; Gemma 3's is not permuted): the update gets the same permutation;
 3. the new tokens (``tokens``: text -> id) are appended to the vocabulary as CONTROL tokens, and
    their rows of the embedding (and of an untied output matrix) are the adapter's trained rows
    (``trainable_token_indices``, saved as ``token_adapter.trainable_tokens_delta``: the rows
@@ -33,7 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from . import ExportError
-from .gguf import OUTTYPES, WRITTEN_TYPES, encode_tensor, file_type, gguf_writer, permute_qk, quantized_via_f32
+from .gguf import OUTTYPES, WRITTEN_TYPES, encode_tensor, file_type, gguf_writer, quantized_via_f32
+from .layouts import permute_qk
 
 __all__ = ["LoraAdapter", "load_adapter", "merge_gguf", "read_safetensors"]
 

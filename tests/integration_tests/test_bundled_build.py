@@ -175,21 +175,26 @@ def _peft_merged_gguf(base_dir: Path, adapter_dir: Path, base_gguf: Path, out: P
     return write_gguf(merged, tokenizer, out, source_gguf=base_gguf, outtype="f32", name="merged")
 
 
-@pytest.mark.parametrize("kind", ["tied-new-tokens", "untied-existing-tokens"])
+@pytest.mark.parametrize("kind", ["tied-new-tokens", "untied-existing-tokens", "gemma3-new-tokens"])
 def test_numpy_merge_equals_peft_merge(kind, tmp_path, tiny_model_dir):
-    """Every tensor of the merged GGUF as PEFT merges it (GQA Q/K permutation, token rows, untied output)."""
+    """Every tensor of the merged GGUF as PEFT merges it (GQA Q/K permutation, token rows, untied
+    output; Gemma 3: no permutation, norms stored as ``1 + w`` and left alone by the merge)."""
     pytest.importorskip("torch")
     pytest.importorskip("peft")
-    from tiny_models import plain_tiny_model, random_adapter
+    from tiny_models import build_tiny_gemma3_model, plain_tiny_model, random_adapter
 
     from langchain_selfrag.export.gguf import export_gguf
     from langchain_selfrag.export.merge import merge_gguf
 
-    base_dir = plain_tiny_model(tmp_path / "base", seed=3) if kind == "tied-new-tokens" else tiny_model_dir
+    base_dir = {
+        "tied-new-tokens": lambda: plain_tiny_model(tmp_path / "base", seed=3),
+        "untied-existing-tokens": lambda: tiny_model_dir,
+        "gemma3-new-tokens": lambda: build_tiny_gemma3_model(tmp_path / "base", seed=3, reflection_tokens=False),
+    }[kind]()
     base_gguf = export_gguf(base_dir, tmp_path / "base.gguf", outtype="f32")
     _, ids = random_adapter(base_dir, tmp_path / "adapter")
     config = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
-    assert ("lm_head" in config["trainable_token_indices"]) == (kind != "tied-new-tokens")
+    assert ("lm_head" in config["trainable_token_indices"]) == (kind == "untied-existing-tokens")
     want = _peft_merged_gguf(base_dir, tmp_path / "adapter", base_gguf, tmp_path / "peft.gguf")
     got = merge_gguf(base_gguf, tmp_path / "adapter", tmp_path / "numpy.gguf", tokens=ids, outtype="f32", name="merged")
     assert vocabulary(got) == vocabulary(want)

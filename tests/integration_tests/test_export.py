@@ -11,7 +11,13 @@ gguf = pytest.importorskip("gguf")
 pytest.importorskip("llama_cpp")
 pytest.importorskip("peft")
 
-from tiny_models import build_tiny_llama3_model, build_tiny_spm_model, plain_tiny_model, write_sft_records  # noqa: E402  # noqa: E402
+from tiny_models import (  # noqa: E402
+    build_tiny_gemma3_model,
+    build_tiny_llama3_model,
+    build_tiny_spm_model,
+    plain_tiny_model,
+    write_sft_records,
+)
 
 from langchain_selfrag import bundled  # noqa: E402
 from langchain_selfrag import tokens as T  # noqa: E402
@@ -37,6 +43,9 @@ Q4_TOL = 0.15
 #: f32 GGUF vs transformers, every vocabulary entry at the next position (Llama-3 RoPE and
 #: SentencePiece tiny models): measured worst case 2.3e-4; dropping the RoPE scaling gives 1.3e-2.
 NEXT_TOKEN_TOL = 1e-3
+#: The same on the tiny Gemma 3 model: measured 2.2e-3 with an 8-token sliding window and 1.1e-3
+#: without one (ggml's GELU is tabulated in f16); a file written with the wrong window gives 0.97.
+GEMMA3_NEXT_TOKEN_TOL = 1e-2
 #: Prompts that exercise the pre-tokenizer: digit runs, contractions, double spaces, evidence.
 TOKENIZER_PROMPTS = PROMPTS + [
     format_prompt("What happened in 1914? It's 12345 km  away."),
@@ -205,3 +214,44 @@ def test_wrong_tokenizer_metadata_is_refused(tmp_path, monkeypatch):
     monkeypatch.undo()
     with pytest.raises(ExportError, match="pre-tokenizer"):
         gguf_tokenizer.bpe_pre_tokenizer({"pre_tokenizer": {"type": "Whitespace"}, "model": {"type": "BPE"}})
+
+
+def test_gemma3_model_exports_and_matches(tmp_path):
+    """Gemma 3: ``1 + w`` norms, sliding-window and global layers, tied embeddings, no Q/K permutation."""
+    src = build_tiny_gemma3_model(tmp_path / "hf")
+    path = export_gguf(src, tmp_path / "g.gguf", outtype="f32")
+    reader = gguf.GGUFReader(str(path))
+    assert reader.fields["general.architecture"].contents() == "gemma3"
+    assert reader.fields["gemma3.attention.sliding_window"].contents() == 8
+    tensors = {t.name: t for t in reader.tensors}
+    assert "output.weight" not in tensors  # tied: llama.cpp reuses token_embd
+    from safetensors.numpy import load_file
+
+    weights = load_file(str(src / "model.safetensors"))
+    stored = tensors["blk.0.attn_q_norm.weight"].data
+    assert abs(stored - (weights["model.layers.0.self_attn.q_norm.weight"] + 1)).max() < 1e-6
+    assert set(control_tokens(path).values()) == {int(gguf.TokenType.CONTROL)} and len(control_tokens(path)) == 15
+    assert max(compare_backends(src, path, TOKENIZER_PROMPTS).values()) < F32_TOL
+    assert next_token_gap(src, path, TOKENIZER_PROMPTS) < GEMMA3_NEXT_TOKEN_TOL
+    # the window matters: the same weights read with a window longer than every prompt disagree
+    wide = build_tiny_gemma3_model(tmp_path / "wide", sliding_window=4096)
+    assert next_token_gap(wide, path, TOKENIZER_PROMPTS) > 10 * GEMMA3_NEXT_TOKEN_TOL
+
+
+@pytest.mark.parametrize("setting, message", [
+    ({"query_pre_attn_scalar": 64}, "query_pre_attn_scalar"),
+    ({"layer_types": ["full_attention"] + ["sliding_attention"] * 5}, "layer_types"),
+    ({"final_logit_softcapping": 30.0}, "final_logit_softcapping"),
+    ({"hidden_activation": "relu"}, "hidden_activation"),
+])
+def test_gemma3_settings_llama_cpp_fixes_otherwise_are_refused(setting, message, tmp_path):
+    src = build_tiny_gemma3_model(tmp_path / "hf", **setting)
+    with pytest.raises(ExportError, match=message):
+        export_gguf(src, tmp_path / "bad.gguf", outtype="f32")
+    assert not list(tmp_path.glob("bad.gguf*"))
+
+
+def test_unsupported_architectures_are_named(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
+    with pytest.raises(ExportError, match="gemma3_text, llama, mistral models, not 'gpt2'"):
+        export_gguf(tmp_path, tmp_path / "x.gguf")

@@ -89,20 +89,13 @@ def _save_tiny_llama(tokenizer, out: Path, *, seed: int, layers: int, hidden: in
     return out
 
 
-def build_tiny_llama3_model(out_dir: str | os.PathLike, *, seed: int = 0, rope_type: str = "llama3") -> Path:
-    """A tiny random Llama-3.1-style model: Llama-3 pre-tokenizer, trained byte-level BPE, scaled RoPE.
-
-    ``rope_type="llama3"`` uses a small ``original_max_position_embeddings`` (32) so the scaling
-    changes most frequencies of a 16-dim head at prompt lengths; ``"linear"`` divides positions by
-    4; ``"default"`` gives the same weights without scaling.
-    """
+def _tiny_bpe_tokenizer(seed: int, *, reflection_tokens: bool = True):
+    """A byte-level BPE tokenizer with Llama-3's split rules, trained here on invented sentences."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
     from langchain_selfrag.export.gguf_tokenizer import _LLAMA3_SPLIT
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     backend = Tokenizer(models.BPE(ignore_merges=True))
     backend.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Split(Regex(_LLAMA3_SPLIT), behavior="isolated", invert=False),
@@ -117,8 +110,22 @@ def build_tiny_llama3_model(out_dir: str | os.PathLike, *, seed: int = 0, rope_t
     bos = backend.token_to_id("<|begin_of_text|>")
     backend.post_processor = processors.TemplateProcessing(single="<|begin_of_text|> $A", special_tokens=[("<|begin_of_text|>", bos)])
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<|begin_of_text|>", eos_token="<|end_of_text|>")
-    tokenizer.add_special_tokens({"additional_special_tokens": list(T.REFLECTION_TOKENS)})
+    if reflection_tokens:
+        tokenizer.add_special_tokens({"additional_special_tokens": list(T.REFLECTION_TOKENS)})
     tokenizer.add_special_tokens({"pad_token": "<pad>"})
+    return tokenizer
+
+
+def build_tiny_llama3_model(out_dir: str | os.PathLike, *, seed: int = 0, rope_type: str = "llama3") -> Path:
+    """A tiny random Llama-3.1-style model: Llama-3 pre-tokenizer, trained byte-level BPE, scaled RoPE.
+
+    ``rope_type="llama3"`` uses a small ``original_max_position_embeddings`` (32) so the scaling
+    changes most frequencies of a 16-dim head at prompt lengths; ``"linear"`` divides positions by
+    4; ``"default"`` gives the same weights without scaling.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = _tiny_bpe_tokenizer(seed)
     ropes = {
         "default": {"rope_type": "default", "rope_theta": 10000.0},
         "linear": {"rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0},
@@ -128,6 +135,38 @@ def build_tiny_llama3_model(out_dir: str | os.PathLike, *, seed: int = 0, rope_t
     rope = ropes[rope_type]
     return _save_tiny_llama(tokenizer, out, seed=seed, layers=2, hidden=64, max_position_embeddings=4096,
                             rope_parameters=rope)
+
+
+def build_tiny_gemma3_model(out_dir: str | os.PathLike, *, seed: int = 0, reflection_tokens: bool = True,
+                            sliding_window: int = 8, **config) -> Path:
+    """A tiny random Gemma 3 text model (tied embeddings, six layers: five sliding-window, one global).
+
+    The sliding window (8 tokens) is shorter than the test prompts, so both kinds of attention
+    matter. Every RMSNorm weight is random (Gemma stores ``w`` and multiplies by ``1 + w``) and the
+    final one large, so the next-token distribution is peaked. ``config`` overrides the config.
+    """
+    import torch
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = _tiny_bpe_tokenizer(seed, reflection_tokens=reflection_tokens)
+    torch.manual_seed(seed)
+    settings = dict(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=6,
+        num_attention_heads=4, num_key_value_heads=1, head_dim=16, query_pre_attn_scalar=16,
+        sliding_window=sliding_window, max_position_embeddings=4096, bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True,
+    )
+    model = Gemma3ForCausalLM(Gemma3TextConfig(**{**settings, **config}))
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith("norm.weight"):
+                param.normal_(0.0, 0.3)
+        model.model.norm.weight.add_(30.0)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
 
 
 def build_tiny_spm_model(out_dir: str | os.PathLike, *, seed: int = 0) -> Path:

@@ -1,8 +1,8 @@
 """Export a trained adapter: merged with its base as a Hugging Face directory, packed small for
 shipping, and the two backends compared on the exported model.
 
-The GGUF itself is written by :mod:`langchain_selfrag.export.gguf` (Llama-architecture models: Llama,
-SmolLM2, Mistral-style configs without sliding windows; reflection tokens as CONTROL tokens), the
+The GGUF itself is written by :mod:`langchain_selfrag.export.gguf` (Llama, SmolLM2, Mistral-style
+configs without sliding windows, Gemma 3 text models; reflection tokens as CONTROL tokens), the
 same writer the bundled-model build uses. Every recipe exports through ``python -m training.export``.
 """
 
