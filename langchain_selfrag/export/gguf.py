@@ -28,7 +28,7 @@ import numpy as np
 
 from . import ExportError
 from .gguf_tokenizer import check_tokenizer, tokenizer_from_gguf, tokenizer_from_hf
-from .layouts import layout_for, supported_model_types
+from .layouts import check_model_type, layout_for
 from .quantize import LLAMA_QUANT_TYPES, quantize_gguf
 
 #: Written by gguf-py directly.
@@ -121,8 +121,7 @@ def export_gguf(
     if not (model_dir / "config.json").is_file():
         raise ExportError(f"{model_dir} is not a Hugging Face model directory (no config.json)")
     config = json.loads((model_dir / "config.json").read_text())
-    if config.get("model_type") not in supported_model_types():
-        raise ExportError(f"GGUF export supports {', '.join(supported_model_types())} models, not {config.get('model_type')!r}")
+    check_model_type(config.get("model_type"))
     if source_gguf is None:
         meta = model_dir / "selfrag_training.json"
         if meta.is_file():

@@ -20,7 +20,7 @@ import numpy as np
 
 from . import ExportError
 
-__all__ = ["Gemma3Layout", "LlamaLayout", "layout_for", "permute_qk", "rope_parameters", "supported_model_types"]
+__all__ = ["Gemma3Layout", "LlamaLayout", "check_model_type", "layout_for", "permute_qk", "rope_parameters", "supported_model_types"]
 
 
 def permute_qk(weights: np.ndarray, n_head: int) -> np.ndarray:
@@ -214,11 +214,14 @@ def supported_model_types() -> list[str]:
     return sorted(t for layout in _LAYOUTS for t in layout.model_types)
 
 
+def check_model_type(model_type: str | None) -> None:
+    """:class:`ExportError` naming the supported model types when ``model_type`` is not one."""
+    if model_type not in supported_model_types():
+        raise ExportError(f"GGUF export supports {', '.join(supported_model_types())} models, not {model_type!r}")
+
+
 def layout_for(config) -> _Layout:
     """The layout for a HF config, checked; :class:`ExportError` when it is not supported."""
-    model_type = getattr(config, "model_type", None)
-    for layout in _LAYOUTS:
-        if model_type in layout.model_types:
-            return layout(config)
-    raise ExportError(f"GGUF export supports {', '.join(supported_model_types())} models, not {model_type!r}")
+    check_model_type(getattr(config, "model_type", None))
+    return next(layout for layout in _LAYOUTS if config.model_type in layout.model_types)(config)
 
