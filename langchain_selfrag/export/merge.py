@@ -34,12 +34,13 @@ import numpy as np
 
 from . import ExportError
 from .gguf import OUTTYPES, WRITTEN_TYPES, encode_tensor, file_type, gguf_writer, quantized_via_f32
-from .layouts import permute_qk
+from .layouts import LlamaLayout, permute_qk
 
 __all__ = ["LoraAdapter", "load_adapter", "merge_gguf", "read_safetensors"]
 
-#: GGUF architectures whose llama.cpp conversion permutes the Q and K rows (``LlamaModel.permute``).
-PERMUTED_QK_ARCHS = frozenset({"llama"})
+#: GGUF architectures whose llama.cpp conversion permutes the Q and K rows (``LlamaModel.permute``):
+#: the writer's :class:`~.layouts.LlamaLayout` does it too.
+PERMUTED_QK_ARCHS = frozenset({LlamaLayout.arch_name})
 _PREFIX = "base_model.model."
 _LORA = re.compile(r"^(?P<module>.+)\.lora_(?P<part>A|B)\.weight$")
 _ROWS = re.compile(r"^(?P<module>.+)\.token_adapter\.trainable_tokens_delta$")
