@@ -214,12 +214,14 @@ def _value(fig: dict[str, Any] | None) -> str:
 
 def trust_table(summary: dict[str, Any]) -> str:
     """One row per kind of text: each part's share handled right, then the selective-QA figures."""
-    out = ["| kind of text | answerable: right, cited | near miss: abstained | off topic: abstained | "
-           "coverage | selective accuracy | F1_RG | AURC |", "|---|---|---|---|---:|---:|---:|---:|"]
+    out = ["| kind of text | answerable: right, cited | … right before abstention | near miss: abstained | "
+           "off topic: abstained | noise only: abstained | coverage | selective accuracy | F1_RG | AURC |",
+           "|---|---|---|---|---|---|---:|---:|---:|---:|"]
     for kind, entry in summary["kinds"].items():
         parts, sel = entry["parts"], entry["selective"]
         near = parts.get("near_miss") or parts.get("unanswerable")
-        out.append(f"| {kind} | {_rate(parts.get('answerable'))} | {_rate(near)} | {_rate(parts.get('off_topic'))} | "
+        out.append(f"| {kind} | {_rate(parts.get('answerable'))} | {_rate(entry.get('reader_ceiling'))} | {_rate(near)} | "
+                   f"{_rate(parts.get('off_topic'))} | {_rate(parts.get('noise_only'))} | "
                    f"{_value(sel['coverage'])} | {_value(sel['selective_accuracy'])} | {_value(sel['f1_rg'])} | "
                    f"{_value(sel['aurc'])} |")
     return "\n".join(out)

@@ -8,7 +8,9 @@ both, the mean share handled right over the kind's parts (every part weighs the 
 B - A with a paired bootstrap 95% interval (questions resampled within each part, the same draw for
 both runs), and a verdict: ``better`` or ``worse`` when the interval excludes 0, else ``no clear
 difference``. A part of 15 questions moves the mean share of a three-part kind by 0.022 a question,
-so a win by one question is not a win::
+so a win by one question is not a win. Runs of different questions are refused, unless
+``--shared-only`` compares them on the questions both asked (a run made before the suite gained a
+part, such as the noise-only runs of docs, news and invented)::
 
     python benchmarks/trust_compare.py runs/trust/v4-test runs/trust/v5-test --json runs/trust/v5-vs-v4.json
     python benchmarks/trust_compare.py runs/trust/v4-val runs/trust/v5-val \
@@ -46,15 +48,17 @@ def outcomes(records: Sequence[Mapping[str, Any]], bars: Bars | None = None) -> 
 
 
 def paired_outcomes(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], *, a_bars: Bars | None = None,
-                    b_bars: Bars | None = None) -> dict[str, dict[str, np.ndarray]]:
-    """Per kind and part, an (n, 2) array of handled-right flags of A and B on the same questions."""
+                    b_bars: Bars | None = None, shared_only: bool = False) -> dict[str, dict[str, np.ndarray]]:
+    """Per kind and part, an (n, 2) array of handled-right flags of A and B on the same questions;
+    ``shared_only``: on the questions both asked (a run made before the suite gained a part)."""
     right_a, right_b = outcomes(a, a_bars), outcomes(b, b_bars)
-    if right_a.keys() != right_b.keys():
+    shared = right_a.keys() & right_b.keys()
+    if right_a.keys() != right_b.keys() and not (shared_only and shared):
         only_a, only_b = len(right_a.keys() - right_b.keys()), len(right_b.keys() - right_a.keys())
         raise SystemExit(f"the two runs asked different questions ({only_a} only in A, {only_b} only in B): "
-                         "compare runs of the same --split, --kinds, --n-squad and --seed")
+                         "compare runs of the same --split, --kinds, --n-squad and --seed, or pass --shared-only")
     out: dict[str, dict[str, list]] = {}
-    for k in sorted(right_a):
+    for k in sorted(shared):
         kind, _split, part, _question = k
         out.setdefault(kind, {}).setdefault(part, []).append((right_a[k], right_b[k]))
     return {kind: {p: np.array(parts[p], dtype=float) for p in PARTS if p in parts} for kind, parts in out.items()}
@@ -81,8 +85,8 @@ def compare_kind(parts: Mapping[str, np.ndarray], *, n_resamples: int = 2000, se
 
 
 def compare(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], *, a_bars: Bars | None = None,
-            b_bars: Bars | None = None, n_resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
-    paired = paired_outcomes(a, b, a_bars=a_bars, b_bars=b_bars)
+            b_bars: Bars | None = None, n_resamples: int = 2000, seed: int = 0, shared_only: bool = False) -> dict[str, Any]:
+    paired = paired_outcomes(a, b, a_bars=a_bars, b_bars=b_bars, shared_only=shared_only)
     kinds = {kind: compare_kind(paired[kind], n_resamples=n_resamples, seed=seed)
              for kind in in_kind_order(paired)}
     return {"kinds": kinds, "b_better_on_every_kind": all(v["verdict"] == "better" for v in kinds.values()),
@@ -126,14 +130,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--b-calibration", type=Path, help="replay B at this calibration's bars")
     ap.add_argument("--resamples", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--shared-only", action="store_true",
+                    help="compare on the questions both runs asked (one made before the suite gained a part)")
     ap.add_argument("--json", type=Path, help="also write the comparison here")
     args = ap.parse_args(argv)
     if args.resamples < 0:
         ap.error("--resamples must be at least 0")
     a_bars, b_bars = calibration_bars(args.a_calibration), calibration_bars(args.b_calibration)
-    result = compare(load_run(args.a), load_run(args.b), a_bars=a_bars, b_bars=b_bars, n_resamples=args.resamples,
-                     seed=args.seed)
-    result.update(a=str(args.a), b=str(args.b), a_bars=a_bars, b_bars=b_bars, resamples=args.resamples)
+    run_a, run_b = load_run(args.a), load_run(args.b)
+    result = compare(run_a, run_b, a_bars=a_bars, b_bars=b_bars, n_resamples=args.resamples, seed=args.seed,
+                     shared_only=args.shared_only)
+    left_out = {"a": len({key(r) for r in run_a} - {key(r) for r in run_b}),
+                "b": len({key(r) for r in run_b} - {key(r) for r in run_a})}
+    if any(left_out.values()):
+        print(f"compared on the questions both runs asked; left out {left_out['a']} only in A, {left_out['b']} only in B")
+    result.update(a=str(args.a), b=str(args.b), a_bars=a_bars, b_bars=b_bars, resamples=args.resamples,
+                  left_out=left_out)
     for kind, v in result["kinds"].items():
         parts = "  ".join(f"{p} {c['a']}->{c['b']}/{c['n']}" for p, c in v["parts"].items())
         d = v["difference"]

@@ -11,9 +11,14 @@ of ``../shared/data`` test; the test part is skipped without it). Each kind has 
 Parts of each kind: ``answerable`` (the answer is stated in one document; right = a gold answer in
 the answer *and* that document cited), ``near_miss`` (asks a document's own subject a detail it does
 not state; right = abstained), ``off_topic`` (real-world questions no document answers; right =
-abstained), and for ``squad`` also ``unanswerable`` (SQuAD 2.0's unanswerable questions of the same
-articles) and ``noise_only`` (answerable questions whose retrieved passages are filtered to those
-holding no gold answer, RGB's noise-only test; right = abstained).
+abstained), ``noise_only`` (the answerable questions again, with the retrieved passages filtered to
+those holding no gold answer: RGB's noise-only test; right = abstained), and for ``squad`` also
+``unanswerable`` (SQuAD 2.0's unanswerable questions of the same articles).
+
+Beside each part's share, the summary gives each kind's ``reader_ceiling``: the answerable questions
+whose chosen answer is right before any abstention (the bars off). In the suite's one-round runs
+the bars do not change which answer is chosen, only whether it is given, so no bars can answer more
+of them right than that.
 
 Everything goes through the README's path: the kind's documents are indexed by ``selfrag index`` into
 a fresh embedded Chroma store, opened with ``open_store`` and asked through
@@ -80,8 +85,15 @@ BARS = {"answerable": 0.7, "near_miss": 0.7, "off_topic": 0.9}
 def suite_questions(kind: str, split: str, data: Path | None, n_squad: int, seed: int) -> tuple[dict[str, str], list[dict]]:
     """``(documents, questions)`` of one kind and split: file name -> text, and question records
     ``{part, question, answers, source}``; the off-topic questions are the split's shared list."""
+    docs, questions = _kind_questions(kind, split, data, n_squad, seed)
     off_topic = json.loads((SUITE / "off_topic.json").read_text())[split]
-    questions = [{"part": "off_topic", "question": q, "answers": [], "source": None} for q in off_topic]
+    questions = [{"part": "off_topic", "question": q, "answers": [], "source": None} for q in off_topic] + questions
+    return docs, questions + [{**q, "part": "noise_only"} for q in questions if q["part"] == "answerable"]
+
+
+def _kind_questions(kind: str, split: str, data: Path | None, n_squad: int, seed: int) -> tuple[dict[str, str], list[dict]]:
+    """The kind's documents and its own questions (answerable, near miss or unanswerable)."""
+    questions: list[dict] = []
     if kind in ("docs", "news"):
         folder = SUITE / kind / split
         docs = {p.name: p.read_text(encoding="utf-8") for p in sorted(folder.iterdir()) if p.is_file()}
@@ -97,7 +109,7 @@ def suite_questions(kind: str, split: str, data: Path | None, n_squad: int, seed
                       for q in corpus["unanswerable_invented"]]
         return docs, questions
     if kind == "squad":
-        return squad_questions(split, data, n_squad, seed, questions)
+        return squad_questions(split, data, n_squad, seed)
     raise SystemExit(f"unknown kind {kind!r}; known: {', '.join(KINDS)}")
 
 
@@ -113,9 +125,9 @@ def squad_articles(split: str, data: Path | None) -> dict[str, dict]:
             if a["title"] in SQUAD_TEST_ARTICLES}
 
 
-def squad_questions(split: str, data: Path | None, n: int, seed: int, questions: list[dict]) -> tuple[dict[str, str], list[dict]]:
+def squad_questions(split: str, data: Path | None, n: int, seed: int) -> tuple[dict[str, str], list[dict]]:
     """One file per article (its paragraphs, blank-line separated); a seeded sample of ``n`` answerable
-    and ``n // 2`` unanswerable questions; the answerable ones again as ``noise_only``."""
+    and ``n // 2`` unanswerable questions."""
     articles = squad_articles(split, data)
     docs, answerable, unanswerable = {}, [], []
     for title, art in sorted(articles.items()):
@@ -133,9 +145,7 @@ def squad_questions(split: str, data: Path | None, n: int, seed: int, questions:
     rng = random.Random(seed)
     rng.shuffle(answerable)
     rng.shuffle(unanswerable)
-    answerable, unanswerable = answerable[:n], unanswerable[: n // 2]
-    noise = [{**q, "part": "noise_only"} for q in answerable]
-    return docs, questions + answerable + unanswerable + noise
+    return docs, answerable[:n] + unanswerable[: n // 2]
 
 
 # --- the chain ------------------------------------------------------------------------------------
@@ -319,6 +329,14 @@ def part_rate(records: Sequence[Mapping[str, Any]], part: str) -> dict[str, Any]
             **({"bar": BARS[part], "holds": bool(rows) and hits / len(rows) >= BARS[part]} if part in BARS else {})}
 
 
+def reader_ceiling(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The answerable questions whose chosen answer is right before any abstention: the most that
+    any abstention bars can answer right, since abstaining only removes answers."""
+    rows = [r for r in records if r["part"] == "answerable"]
+    right = sum(answer_right(r, *would_be_answer(r)) for r in rows)
+    return {"n": len(rows), "right": right, "rate": right / len(rows) if rows else None}
+
+
 def summarize(records: Sequence[Mapping[str, Any]], *, confidence: str = "chain", n_resamples: int = 1000) -> dict[str, Any]:
     """Per kind: each part's rate against its bar, and the selective-QA figures over answerable +
     unanswerable-kind parts (noise-only runs excluded: they repeat the answerable questions)."""
@@ -331,7 +349,7 @@ def summarize(records: Sequence[Mapping[str, Any]], *, confidence: str = "chain"
         answerable_items = [outcome(r, confidence) for r in rows if r["part"] == "answerable"]
         answerable_only = trust_report(answerable_items, n_resamples=n_resamples)
         answerable_only["selective_accuracy_at_0.6"] = selective_accuracy_at(answerable_items, 0.6)
-        kinds[kind] = {"parts": parts, "selective": selective,
+        kinds[kind] = {"parts": parts, "reader_ceiling": reader_ceiling(rows), "selective": selective,
                        "answerable_only": {k: answerable_only[k] for k in ("coverage", "selective_accuracy", "aurc",
                                                                             "aurc_optimal", "selective_accuracy_at_0.6")}}
     return {"confidence": confidence, "kinds": kinds,

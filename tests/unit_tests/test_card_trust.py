@@ -18,7 +18,9 @@ def suite_result(split: str, answerable_right: int) -> dict:
     return {"benchmark": "trust_suite", "date": "2026-11-25 12:00 UTC", "command": "python benchmarks/trust_suite.py",
             "settings": {"split": split},
             "figures": {"kinds": {"docs": {"parts": {"answerable": part(answerable_right, 30),
-                                                      "near_miss": part(14, 20), "off_topic": part(38, 40)},
+                                                      "near_miss": part(14, 20), "off_topic": part(38, 40),
+                                                      "noise_only": part(25, 30)},
+                                            "reader_ceiling": part(answerable_right + 3, 30),
                                             "selective": selective}}}}
 
 
@@ -36,7 +38,7 @@ def test_the_section_shows_each_build_from_the_files(tmp_path: Path) -> None:
     record = json.loads((tmp_path / TRUST_FILE).read_text())
     assert record == trust_record(suite_result("test", 21), "v5", suite_result("test", 12), "v4")
     text = "\n".join(trust_section(tmp_path))
-    assert "| docs | v5 | 21/30 (0.70) | 14/20 (0.70) | 38/40 (0.95) |" in text
+    assert "| docs | v5 | 21/30 (0.70) | 24/30 (0.80) | 14/20 (0.70) | 38/40 (0.95) | 25/30 (0.83) |" in text
     assert "| docs | v4 | 12/30 (0.40) |" in text
 
 

@@ -71,6 +71,10 @@ def test_runs_of_different_questions_are_refused(tmp_path: Path) -> None:
     b = kind_runs("docs", {"answerable": [True] * 4})
     with pytest.raises(SystemExit, match="different questions"):
         compare(a, b)
+    # a run made before the suite gained a question compares on the questions both asked
+    assert compare(a, b, shared_only=True, n_resamples=0)["kinds"]["docs"]["parts"]["answerable"]["n"] == 3
+    with pytest.raises(SystemExit, match="different questions"):
+        compare(a, kind_runs("news", {"answerable": [True]}), shared_only=True)
     for name, records in (("a", a), ("b", a)):
         (tmp_path / name).mkdir()
         (tmp_path / name / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))

@@ -29,8 +29,11 @@ def test_every_answerable_question_is_stated_in_its_clean_document(kind: str, sp
     for name, text in docs.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
     clean = {name: read_clean(tmp_path / name).text.lower() for name in docs}
-    parts = {q["part"] for q in questions}
-    assert {"answerable", "near_miss", "off_topic"} <= parts
+    parts = Counter(q["part"] for q in questions)
+    assert {"answerable", "near_miss", "off_topic", "noise_only"} <= set(parts)
+    # every answerable question is asked again with the passages holding its answer filtered out
+    assert ({(q["question"], q["source"]) for q in questions if q["part"] == "noise_only"}
+            == {(q["question"], q["source"]) for q in questions if q["part"] == "answerable"})
     for q in questions:
         if q["part"] == "answerable":
             assert any(a.lower() in clean[q["source"]] for a in q["answers"]), q
@@ -100,6 +103,8 @@ def test_summary_counts_each_part_against_its_bar() -> None:
     assert answer_right(records[2], *would_be_answer(records[2]))
     assert not answer_right(records[1], records[1]["answer"], records[1]["cited"])  # the wrong document cited
     assert entry["selective"]["coverage"]["value"] == pytest.approx(3 / 5)
+    # the reader's ceiling: right before abstention (the first and the abstained third), bars off
+    assert entry["reader_ceiling"] == {"n": 3, "right": 2, "rate": pytest.approx(2 / 3)}
 
 
 def test_index_options_pass_the_chunking_to_selfrag_index_and_refuse_bad_values() -> None:

@@ -11,12 +11,16 @@ from .cells import fmt
 from .io import read_json
 
 TRUST_FILE = "trust_eval.json"
-#: (part, heading, bar) of the table; near misses of SQuAD are its unanswerable questions.
-PARTS = (("answerable", "answerable right, cited", 0.7), ("near_miss", "near miss abstained", 0.7),
-         ("off_topic", "off topic abstained", 0.9))
+#: (part, heading) of the table; near misses of SQuAD are its unanswerable questions; the reader's
+#: ceiling is the answerable questions right before abstention (what no bars can exceed).
+PARTS = (("answerable", "answerable right, cited"), ("reader_ceiling", "right before abstention"),
+         ("near_miss", "near miss abstained"), ("off_topic", "off topic abstained"),
+         ("noise_only", "noise only abstained"))
 
 
 def _part(entry: Mapping[str, Any], part: str) -> Mapping[str, Any] | None:
+    if part == "reader_ceiling":
+        return entry.get("reader_ceiling")
     parts = entry.get("parts") or {}
     return parts.get(part) or (parts.get("unanswerable") if part == "near_miss" else None)
 
@@ -39,8 +43,9 @@ def trust_section(folder: str | Path) -> list[str]:
               "was trained on, except that the shipped build saw passages of the SQuAD test articles as `[Irrelevant]` "
               "negatives of other questions (see Data)), indexed with `selfrag index` and asked through `SelfRAGChain` with the defaults, "
               f"measured by `{first.get('command')}` on {first.get('date')}. Bars of the trust issue: answerable "
-              "0.7, near miss 0.7, off topic 0.9."), "",
-             "| kind | build | " + " | ".join(h for _, h, _ in PARTS) + " | coverage | selective accuracy | F1_RG | AURC |",
+              "0.7, near miss 0.7, off topic 0.9. Abstaining only removes answers, so no bars can answer more "
+              "right than the column \"right before abstention\" (the chain's chosen answer with the bars off)."), "",
+             "| kind | build | " + " | ".join(h for _, h in PARTS) + " | coverage | selective accuracy | F1_RG | AURC |",
              "|---|---|" + "---|" * len(PARTS) + "---:|---:|---:|---:|"]
     kinds = list((first.get("figures") or {}).get("kinds") or {})
     for kind in kinds:
@@ -49,7 +54,7 @@ def trust_section(folder: str | Path) -> list[str]:
             if not entry:
                 continue
             sel = entry.get("selective") or {}
-            cells = " | ".join(_cell(_part(entry, p)) for p, _, _ in PARTS)
+            cells = " | ".join(_cell(_part(entry, p)) for p, _ in PARTS)
             lines.append(f"| {kind} | {build['build']} | {cells} | {fmt((sel.get('coverage') or {}).get('value'))} | "
                          f"{fmt((sel.get('selective_accuracy') or {}).get('value'))} | "
                          f"{fmt((sel.get('f1_rg') or {}).get('value'))} | {fmt((sel.get('aurc') or {}).get('value'))} |")
