@@ -48,20 +48,22 @@ def outcomes(records: Sequence[Mapping[str, Any]], bars: Bars | None = None) -> 
 
 
 def paired_outcomes(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], *, a_bars: Bars | None = None,
-                    b_bars: Bars | None = None, shared_only: bool = False) -> dict[str, dict[str, np.ndarray]]:
-    """Per kind and part, an (n, 2) array of handled-right flags of A and B on the same questions;
-    ``shared_only``: on the questions both asked (a run made before the suite gained a part)."""
+                    b_bars: Bars | None = None, shared_only: bool = False) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, int]]:
+    """Per kind and part, an (n, 2) array of handled-right flags of A and B on the same questions, and
+    how many questions each run asked that the other did not; ``shared_only``: on the questions both
+    asked (a run made before the suite gained a part)."""
     right_a, right_b = outcomes(a, a_bars), outcomes(b, b_bars)
     shared = right_a.keys() & right_b.keys()
-    if right_a.keys() != right_b.keys() and not (shared_only and shared):
-        only_a, only_b = len(right_a.keys() - right_b.keys()), len(right_b.keys() - right_a.keys())
+    only_a, only_b = len(right_a.keys() - shared), len(right_b.keys() - shared)
+    if (only_a or only_b) and not (shared_only and shared):
         raise SystemExit(f"the two runs asked different questions ({only_a} only in A, {only_b} only in B): "
                          "compare runs of the same --split, --kinds, --n-squad and --seed, or pass --shared-only")
     out: dict[str, dict[str, list]] = {}
     for k in sorted(shared):
         kind, _split, part, _question = k
         out.setdefault(kind, {}).setdefault(part, []).append((right_a[k], right_b[k]))
-    return {kind: {p: np.array(parts[p], dtype=float) for p in PARTS if p in parts} for kind, parts in out.items()}
+    paired = {kind: {p: np.array(parts[p], dtype=float) for p in PARTS if p in parts} for kind, parts in out.items()}
+    return paired, {"a": only_a, "b": only_b}
 
 
 def mean_share(parts: Mapping[str, np.ndarray], column: int) -> float:
@@ -86,11 +88,11 @@ def compare_kind(parts: Mapping[str, np.ndarray], *, n_resamples: int = 2000, se
 
 def compare(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], *, a_bars: Bars | None = None,
             b_bars: Bars | None = None, n_resamples: int = 2000, seed: int = 0, shared_only: bool = False) -> dict[str, Any]:
-    paired = paired_outcomes(a, b, a_bars=a_bars, b_bars=b_bars, shared_only=shared_only)
+    paired, left_out = paired_outcomes(a, b, a_bars=a_bars, b_bars=b_bars, shared_only=shared_only)
     kinds = {kind: compare_kind(paired[kind], n_resamples=n_resamples, seed=seed)
              for kind in in_kind_order(paired)}
     return {"kinds": kinds, "b_better_on_every_kind": all(v["verdict"] == "better" for v in kinds.values()),
-            "b_worse_on_some_kind": any(v["verdict"] == "worse" for v in kinds.values())}
+            "b_worse_on_some_kind": any(v["verdict"] == "worse" for v in kinds.values()), "left_out": left_out}
 
 
 def overall(result: Mapping[str, Any]) -> str:
@@ -137,15 +139,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.resamples < 0:
         ap.error("--resamples must be at least 0")
     a_bars, b_bars = calibration_bars(args.a_calibration), calibration_bars(args.b_calibration)
-    run_a, run_b = load_run(args.a), load_run(args.b)
-    result = compare(run_a, run_b, a_bars=a_bars, b_bars=b_bars, n_resamples=args.resamples, seed=args.seed,
-                     shared_only=args.shared_only)
-    left_out = {"a": len({key(r) for r in run_a} - {key(r) for r in run_b}),
-                "b": len({key(r) for r in run_b} - {key(r) for r in run_a})}
+    result = compare(load_run(args.a), load_run(args.b), a_bars=a_bars, b_bars=b_bars, n_resamples=args.resamples,
+                     seed=args.seed, shared_only=args.shared_only)
+    left_out = result["left_out"]
     if any(left_out.values()):
         print(f"compared on the questions both runs asked; left out {left_out['a']} only in A, {left_out['b']} only in B")
-    result.update(a=str(args.a), b=str(args.b), a_bars=a_bars, b_bars=b_bars, resamples=args.resamples,
-                  left_out=left_out)
+    result.update(a=str(args.a), b=str(args.b), a_bars=a_bars, b_bars=b_bars, resamples=args.resamples)
     for kind, v in result["kinds"].items():
         parts = "  ".join(f"{p} {c['a']}->{c['b']}/{c['n']}" for p, c in v["parts"].items())
         d = v["difference"]
