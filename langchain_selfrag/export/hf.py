@@ -42,6 +42,7 @@ def load_base(model: str | os.PathLike, *, dtype: Any = None):
                 raise ModelSetupError(f"GGUF file not found: {path}")
             kwargs = {"gguf_file": path.name}
             tokenizer = AutoTokenizer.from_pretrained(str(path.parent), **kwargs)
+            check_whole_words(tokenizer, path.name)
             loaded = AutoModelForCausalLM.from_pretrained(str(path.parent), dtype=torch.float32, **kwargs)
             config = AutoConfig.from_pretrained(str(path.parent), **kwargs)
             for key in ("quantization_config", "_name_or_path"):
@@ -72,6 +73,47 @@ def load_base(model: str | os.PathLike, *, dtype: Any = None):
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return net, tokenizer
+
+
+# Common words every LM vocabulary of a Latin-script language holds whole, each after a space.
+WHOLE_WORDS_PROBE = "the cat sat on the mat and the dog was in the house with the man for a day"
+# Word-start markers of SentencePiece (Gemma, Llama 2) and of byte-level BPE (GPT-2, SmolLM2).
+WORD_START_MARKERS = ("\u2581", "\u0120")
+
+
+def split_whole_words(tokenizer, text: str = WHOLE_WORDS_PROBE) -> tuple[list[str], list[str]]:
+    """``(split, held)``: the words of ``text`` after its first that the vocabulary holds as one
+    word-start token (``held``), and those of them the tokenizer nonetheless splits (``split``)."""
+    tokens = set(tokenizer.convert_ids_to_tokens(tokenizer(text, add_special_tokens=False)["input_ids"]))
+    vocab = tokenizer.get_vocab()
+    held, split = [], []
+    for word in dict.fromkeys(text.split()[1:]):
+        whole = [m + word for m in WORD_START_MARKERS if m + word in vocab]
+        if whole:
+            held.append(word)
+            if not any(w in tokens for w in whole):
+                split.append(word)
+    return split, held
+
+
+def check_whole_words(tokenizer, name: str) -> None:
+    """Refuse a tokenizer converted from a GGUF that splits common words its own vocabulary holds whole.
+
+    transformers 5.17 converts Gemma 3's GGUF tokenizer as a Unigram model without the file's
+    merges (" the" becomes "▁t" "he"; 5.24 converts it as BPE). A model trained on that reads text
+    in pieces llama.cpp never gives it, and nothing else fails: the loss falls as usual.
+    """
+    split, held = split_whole_words(tokenizer)
+    if held and len(split) * 2 > len(held):
+        import transformers
+
+        raise ModelSetupError(
+            f"transformers {transformers.__version__} converted the tokenizer of {name} so that it splits "
+            f"words its vocabulary holds whole ({', '.join(repr(w) for w in split[:4])}); llama.cpp reads "
+            "them whole, so a model trained on this would read text unlike it is read at inference. "
+            "Use a transformers release that converts this GGUF's tokenizer with its merges "
+            "(5.24 does for Gemma 3; 5.17 does not) or give the base as a Hugging Face folder."
+        )
 
 
 def gguf_eos_token_id(path: str | os.PathLike) -> int | None:
