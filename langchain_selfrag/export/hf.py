@@ -99,7 +99,7 @@ def split_whole_words(tokenizer, text: str = WHOLE_WORDS_PROBE) -> tuple[list[st
 def check_whole_words(tokenizer, name: str) -> None:
     """Refuse a tokenizer converted from a GGUF that splits common words its own vocabulary holds whole.
 
-    transformers 5.17 converts Gemma 3's GGUF tokenizer as a Unigram model without the file's
+    transformers 5.2 and 5.17 convert Gemma 3's GGUF tokenizer as a Unigram model without the file's
     merges (" the" becomes "▁t" "he"; 5.24 converts it as BPE). A model trained on that reads text
     in pieces llama.cpp never gives it, and nothing else fails: the loss falls as usual.
     """
@@ -112,7 +112,7 @@ def check_whole_words(tokenizer, name: str) -> None:
             f"words its vocabulary holds whole ({', '.join(repr(w) for w in split[:4])}); llama.cpp reads "
             "them whole, so a model trained on this would read text unlike it is read at inference. "
             "Use a transformers release that converts this GGUF's tokenizer with its merges "
-            "(5.24 does for Gemma 3; 5.17 does not) or give the base as a Hugging Face folder."
+            "(5.24 does for Gemma 3; 5.2 and 5.17 do not) or give the base as a Hugging Face folder."
         )
 
 
