@@ -10,7 +10,8 @@ both runs), and a verdict: ``better`` or ``worse`` when the interval excludes 0,
 difference``. A part of 15 questions moves the mean share of a three-part kind by 0.022 a question,
 so a win by one question is not a win. Runs of different questions are refused, unless
 ``--shared-only`` compares them on the questions both asked (a run made before the suite gained a
-part, such as the noise-only runs of docs, news and invented)::
+part, such as the noise-only runs of docs, news and invented). ``--json`` writes the comparison as a
+results file (:mod:`benchmarks.record`: the figures with the date, command, commit and machine)::
 
     python benchmarks/trust_compare.py runs/trust/v4-test runs/trust/v5-test --json runs/trust/v5-vs-v4.json
     python benchmarks/trust_compare.py runs/trust/v4-val runs/trust/v5-val \
@@ -20,7 +21,6 @@ part, such as the noise-only runs of docs, news and invented)::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -31,6 +31,7 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.record import Run
 from benchmarks.trust_suite import PARTS, handled_right, handled_right_at, in_kind_order, key, read_records
 from langchain_selfrag.abstention import AbstentionCalibration, CalibrationError
 
@@ -136,6 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="compare on the questions both runs asked (one made before the suite gained a part)")
     ap.add_argument("--json", type=Path, help="also write the comparison here")
     args = ap.parse_args(argv)
+    run = Run("trust_compare")
     if args.resamples < 0:
         ap.error("--resamples must be at least 0")
     a_bars, b_bars = calibration_bars(args.a_calibration), calibration_bars(args.b_calibration)
@@ -152,8 +154,10 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"B-A {d['value']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]: {v['verdict']}")
     print(overall(result))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=1) + "\n")
+        settings = {"a": str(args.a), "b": str(args.b), "a_calibration": args.a_calibration and str(args.a_calibration),
+                    "b_calibration": args.b_calibration and str(args.b_calibration), "resamples": args.resamples,
+                    "seed": args.seed, "shared_only": args.shared_only}
+        run.write(args.json, settings, result)
     return 0
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.record import load
 from benchmarks.trust_compare import compare, main, overall
 
 
@@ -79,7 +80,9 @@ def test_runs_of_different_questions_are_refused(tmp_path: Path) -> None:
         (tmp_path / name).mkdir()
         (tmp_path / name / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     assert main([str(tmp_path / "a"), str(tmp_path / "b"), "--json", str(tmp_path / "cmp.json"), "--resamples", "50"]) == 0
-    assert json.loads((tmp_path / "cmp.json").read_text())["kinds"]["docs"]["verdict"] == "no clear difference"
+    written = load(tmp_path / "cmp.json")
+    assert written["figures"]["kinds"]["docs"]["verdict"] == "no clear difference"
+    assert written["benchmark"] == "trust_compare" and written["settings"]["resamples"] == 50
     with pytest.raises(SystemExit, match="no records.jsonl"):
         main([str(tmp_path / "a"), str(tmp_path / "missing")])
     (tmp_path / "bad.json").write_text("{}")
