@@ -71,7 +71,9 @@ def git_commit() -> str | None:
 
 def in_repo(value: Any) -> Any:
     """A path setting inside the checkout as a repository-relative path, so that a results file does
-    not depend on where the checkout was; any other value as it is."""
+    not depend on where the checkout was (a ``Path`` as its string); any other value as it is."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
     if isinstance(value, str) and os.path.isabs(value):
         try:
             return Path(value).resolve().relative_to(ROOT).as_posix()

@@ -146,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     left_out = result["left_out"]
     if any(left_out.values()):
         print(f"compared on the questions both runs asked; left out {left_out['a']} only in A, {left_out['b']} only in B")
-    result.update(a=str(args.a), b=str(args.b), a_bars=a_bars, b_bars=b_bars, resamples=args.resamples)
+    result.update(a_bars=a_bars, b_bars=b_bars)
     for kind, v in result["kinds"].items():
         parts = "  ".join(f"{p} {c['a']}->{c['b']}/{c['n']}" for p, c in v["parts"].items())
         d = v["difference"]
@@ -154,10 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"B-A {d['value']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]: {v['verdict']}")
     print(overall(result))
     if args.json:
-        settings = {"a": str(args.a), "b": str(args.b), "a_calibration": args.a_calibration and str(args.a_calibration),
-                    "b_calibration": args.b_calibration and str(args.b_calibration), "resamples": args.resamples,
-                    "seed": args.seed, "shared_only": args.shared_only}
-        run.write(args.json, settings, result)
+        run.write(args.json, vars(args), result)
     return 0
 
 
