@@ -13,7 +13,9 @@ the answer *and* that document cited), ``near_miss`` (asks a document's own subj
 not state; right = abstained), ``off_topic`` (real-world questions no document answers; right =
 abstained), ``noise_only`` (the answerable questions again, with the retrieved passages filtered to
 those holding no gold answer: RGB's noise-only test; right = abstained), and for ``squad`` also
-``unanswerable`` (SQuAD 2.0's unanswerable questions of the same articles).
+``unanswerable`` (SQuAD 2.0's unanswerable questions of the same articles: ``--n-squad`` // 2 unless
+``--n-squad-unanswerable`` says; the validation part's 348 come from two of its ten articles, see
+``trust/squad/SOURCES.md``).
 
 Beside each part's share, the summary gives each kind's ``reader_ceiling``: the answerable questions
 whose chosen answer is right before any abstention (the bars off). In the suite's one-round runs
@@ -82,16 +84,19 @@ BARS = {"answerable": 0.7, "near_miss": 0.7, "off_topic": 0.9}
 
 # --- corpora -------------------------------------------------------------------------------------
 
-def suite_questions(kind: str, split: str, data: Path | None, n_squad: int, seed: int) -> tuple[dict[str, str], list[dict]]:
+def suite_questions(kind: str, split: str, data: Path | None, n_squad: int, seed: int,
+                    n_unanswerable: int | None = None) -> tuple[dict[str, str], list[dict]]:
     """``(documents, questions)`` of one kind and split: file name -> text, and question records
-    ``{part, question, answers, source}``; the off-topic questions are the split's shared list."""
-    docs, questions = _kind_questions(kind, split, data, n_squad, seed)
+    ``{part, question, answers, source}``; the off-topic questions are the split's shared list.
+    ``n_unanswerable``: SQuAD's unanswerable questions (None: ``n_squad // 2``)."""
+    docs, questions = _kind_questions(kind, split, data, n_squad, seed, n_unanswerable)
     off_topic = json.loads((SUITE / "off_topic.json").read_text())[split]
     questions = [{"part": "off_topic", "question": q, "answers": [], "source": None} for q in off_topic] + questions
     return docs, questions + [{**q, "part": "noise_only"} for q in questions if q["part"] == "answerable"]
 
 
-def _kind_questions(kind: str, split: str, data: Path | None, n_squad: int, seed: int) -> tuple[dict[str, str], list[dict]]:
+def _kind_questions(kind: str, split: str, data: Path | None, n_squad: int, seed: int,
+                    n_unanswerable: int | None = None) -> tuple[dict[str, str], list[dict]]:
     """The kind's documents and its own questions (answerable, near miss or unanswerable)."""
     questions: list[dict] = []
     if kind in ("docs", "news"):
@@ -109,7 +114,7 @@ def _kind_questions(kind: str, split: str, data: Path | None, n_squad: int, seed
                       for q in corpus["unanswerable_invented"]]
         return docs, questions
     if kind == "squad":
-        return squad_questions(split, data, n_squad, seed)
+        return squad_questions(split, data, n_squad, seed, n_unanswerable)
     raise SystemExit(f"unknown kind {kind!r}; known: {', '.join(KINDS)}")
 
 
@@ -125,9 +130,11 @@ def squad_articles(split: str, data: Path | None) -> dict[str, dict]:
             if a["title"] in SQUAD_TEST_ARTICLES}
 
 
-def squad_questions(split: str, data: Path | None, n: int, seed: int) -> tuple[dict[str, str], list[dict]]:
+def squad_questions(split: str, data: Path | None, n: int, seed: int,
+                    n_unanswerable: int | None = None) -> tuple[dict[str, str], list[dict]]:
     """One file per article (its paragraphs, blank-line separated); a seeded sample of ``n`` answerable
-    and ``n // 2`` unanswerable questions."""
+    and ``n_unanswerable`` (None: ``n // 2``) unanswerable questions. Each sample is a prefix of one
+    seeded order, so a larger ``n_unanswerable`` keeps the smaller one's questions."""
     articles = squad_articles(split, data)
     docs, answerable, unanswerable = {}, [], []
     for title, art in sorted(articles.items()):
@@ -145,7 +152,7 @@ def squad_questions(split: str, data: Path | None, n: int, seed: int) -> tuple[d
     rng = random.Random(seed)
     rng.shuffle(answerable)
     rng.shuffle(unanswerable)
-    return docs, answerable[:n] + unanswerable[: n // 2]
+    return docs, answerable[:n] + unanswerable[: n // 2 if n_unanswerable is None else n_unanswerable]
 
 
 # --- the chain ------------------------------------------------------------------------------------
@@ -226,7 +233,8 @@ def run_kind(kind: str, split: str, args: argparse.Namespace, lm: Any, out_file:
     from langchain_selfrag.retrieval import open_store
 
     try:
-        docs, questions = suite_questions(kind, split, Path(args.data) if args.data else None, args.n_squad, args.seed)
+        docs, questions = suite_questions(kind, split, Path(args.data) if args.data else None, args.n_squad, args.seed,
+                                          args.n_squad_unanswerable)
     except FileNotFoundError as exc:
         print(f"skipping {kind}: {exc}", file=sys.stderr)
         return 0
@@ -410,6 +418,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data"),
                     help="folder with squad2_dev_half.json (the squad kind's test part)")
     ap.add_argument("--n-squad", type=int, default=150, help="answerable SQuAD questions (unanswerable: half)")
+    ap.add_argument("--n-squad-unanswerable", type=int,
+                    help="unanswerable SQuAD questions (default: half of --n-squad; the validation part has 348)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: $SELFRAG_THREADS or all)")
     ap.add_argument("--paper", action="store_true", help="SelfRAGConfig.paper() instead of the defaults")
@@ -442,7 +452,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = {"n_threads": args.threads} if args.threads else {}
         lm = load_reflection_lm(model, **options)
         (out / "run.json").write_text(json.dumps({"model": model, "split": args.split, "paper": args.paper,
-                                                  "n_squad": args.n_squad, "seed": args.seed,
+                                                  "n_squad": args.n_squad,
+                                                  "n_squad_unanswerable": args.n_squad_unanswerable, "seed": args.seed,
                                                   "chunk_size": args.chunk_size, "chunk_overlap": args.chunk_overlap},
                                                  indent=1))
         done = {key(r) for r in read_records(records_file)}

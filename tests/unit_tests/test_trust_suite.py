@@ -66,6 +66,16 @@ def test_squad_validation_ships_with_the_suite_and_is_never_trained_on() -> None
     assert len({q["source"] for q in questions if q["part"] == "answerable"}) >= 5  # a sample of all ten
 
 
+def test_more_unanswerable_squad_questions_keep_the_smaller_sample() -> None:
+    """``--n-squad-unanswerable`` extends the default sample: earlier runs' records stay valid (resumable)."""
+    _, default = suite_questions("squad", "validation", None, 60, 0)
+    _, more = suite_questions("squad", "validation", None, 60, 0, n_unanswerable=150)
+    unanswerable = [q["question"] for q in more if q["part"] == "unanswerable"]
+    assert len(unanswerable) == 150
+    assert unanswerable[:30] == [q["question"] for q in default if q["part"] == "unanswerable"]
+    assert [q for q in more if q["part"] != "unanswerable"] == [q for q in default if q["part"] != "unanswerable"]
+
+
 def test_squad_test_part_needs_the_shared_data(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="needs ../shared/data"):
         suite_questions("squad", "test", tmp_path, 60, 0)
