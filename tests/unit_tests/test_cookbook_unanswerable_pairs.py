@@ -12,7 +12,7 @@ import pytest
 from cookbook.selfrag_smollm2.unanswerable_pairs import build, main, pair_rows
 from cookbook.selfrag_smollm2.varied_data import squad_items
 from langchain_selfrag import tokens as T
-from tests.unit_tests.test_cookbook_varied_squad import squad_file
+from tests.support.squad import squad_file
 
 
 def items(tmp_path):

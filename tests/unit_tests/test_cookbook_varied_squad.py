@@ -2,26 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import random
 
 import pytest
 
-from cookbook.selfrag_smollm2.varied_data import KEEP_OUT_ARTICLES, squad_items
-
-CONTEXT = ("The Zorvian Canal was dug in 1871 by the river guild. It links the two harbours of the old town "
-           "and carries about forty barges a day.")
-
-
-def squad_file(tmp_path, title="Zorvian_Canal"):
-    qas = [{"question": "When was the Zorvian Canal dug?", "id": "a", "is_impossible": False,
-            "answers": [{"text": "1871", "answer_start": CONTEXT.index("1871")}]},
-           {"question": "When was the Zorvian Canal filled in?", "id": "u", "is_impossible": True, "answers": [],
-            "plausible_answers": [{"text": "1871", "answer_start": CONTEXT.index("1871")}]}]
-    articles = [{"title": t, "paragraphs": [{"context": CONTEXT, "qas": qas}]} for t in (title, KEEP_OUT_ARTICLES[0])]
-    path = tmp_path / "part.json"
-    path.write_text(json.dumps({"version": "v2.0", "data": articles}))
-    return path
+from cookbook.selfrag_smollm2.varied_data import squad_items
+from tests.support.squad import CONTEXT, squad_file
 
 
 def test_a_file_gives_its_answerable_and_unanswerable_questions_on_their_chunk(tmp_path):
