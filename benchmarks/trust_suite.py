@@ -85,18 +85,20 @@ BARS = {"answerable": 0.7, "near_miss": 0.7, "off_topic": 0.9}
 # --- corpora -------------------------------------------------------------------------------------
 
 def suite_questions(kind: str, split: str, data: Path | None, n_squad: int, seed: int,
-                    n_unanswerable: int | None = None) -> tuple[dict[str, str], list[dict]]:
+                    n_unanswerable: int | None = None,
+                    holdout: Sequence[str] = ()) -> tuple[dict[str, str], list[dict]]:
     """``(documents, questions)`` of one kind and split: file name -> text, and question records
     ``{part, question, answers, source}``; the off-topic questions are the split's shared list.
-    ``n_unanswerable``: SQuAD's unanswerable questions (None: ``n_squad // 2``)."""
-    docs, questions = _kind_questions(kind, split, data, n_squad, seed, n_unanswerable)
+    ``n_unanswerable``: SQuAD's unanswerable questions (None: ``n_squad // 2``); ``holdout``: see
+    :func:`squad_articles`."""
+    docs, questions = _kind_questions(kind, split, data, n_squad, seed, n_unanswerable, holdout)
     off_topic = json.loads((SUITE / "off_topic.json").read_text())[split]
     questions = [{"part": "off_topic", "question": q, "answers": [], "source": None} for q in off_topic] + questions
     return docs, questions + [{**q, "part": "noise_only"} for q in questions if q["part"] == "answerable"]
 
 
 def _kind_questions(kind: str, split: str, data: Path | None, n_squad: int, seed: int,
-                    n_unanswerable: int | None = None) -> tuple[dict[str, str], list[dict]]:
+                    n_unanswerable: int | None = None, holdout: Sequence[str] = ()) -> tuple[dict[str, str], list[dict]]:
     """The kind's documents and its own questions (answerable, near miss or unanswerable)."""
     questions: list[dict] = []
     if kind in ("docs", "news"):
@@ -114,28 +116,43 @@ def _kind_questions(kind: str, split: str, data: Path | None, n_squad: int, seed
                       for q in corpus["unanswerable_invented"]]
         return docs, questions
     if kind == "squad":
-        return squad_questions(split, data, n_squad, seed, n_unanswerable)
+        return squad_questions(split, data, n_squad, seed, n_unanswerable, holdout)
     raise SystemExit(f"unknown kind {kind!r}; known: {', '.join(KINDS)}")
 
 
-def squad_articles(split: str, data: Path | None) -> dict[str, dict]:
+def squad_articles(split: str, data: Path | None, holdout: Sequence[str] = ()) -> dict[str, dict]:
     """The split's SQuAD 2.0 articles by title: validation ships with the suite, test is read from
-    ``data`` (``FileNotFoundError`` without it)."""
+    ``data`` (``FileNotFoundError`` without it).
+
+    ``holdout``: articles of ``data``'s dev half that the model under test was trained without
+    (``cookbook.selfrag_smollm2.holdout_articles``), added to the validation part; unlike the shipped
+    ten, they have unanswerable questions throughout. Never the test part's."""
+    holdout = tuple(holdout)
+    if holdout and split != "validation":
+        raise ValueError("held-out SQuAD articles join the validation part only")
+    if bad := sorted(set(holdout) & set(SQUAD_TEST_ARTICLES)):
+        raise ValueError(f"test articles cannot validate: {', '.join(bad)}")
+    articles = {}
     if split == "validation":
-        return {a["title"]: a for a in json.loads(SQUAD_VALIDATION.read_text(encoding="utf-8"))["data"]}
+        articles = {a["title"]: a for a in json.loads(SQUAD_VALIDATION.read_text(encoding="utf-8"))["data"]}
+        if not holdout:
+            return articles
     path = (data or Path()) / "squad2_dev_half.json"
     if data is None or not path.is_file():
-        raise FileNotFoundError(f"{path} not found (the squad kind's test part needs ../shared/data)")
-    return {a["title"]: a for a in json.loads(path.read_text(encoding="utf-8"))["data"]
-            if a["title"] in SQUAD_TEST_ARTICLES}
+        raise FileNotFoundError(f"{path} not found (the squad kind's test part, like held-out articles, needs ../shared/data)")
+    wanted = set(holdout) if split == "validation" else set(SQUAD_TEST_ARTICLES)
+    dev = {a["title"]: a for a in json.loads(path.read_text(encoding="utf-8"))["data"] if a["title"] in wanted}
+    if missing := sorted(wanted - set(dev)):
+        raise ValueError(f"not articles of {path}: {', '.join(missing)}")
+    return {**articles, **dev}
 
 
-def squad_questions(split: str, data: Path | None, n: int, seed: int,
-                    n_unanswerable: int | None = None) -> tuple[dict[str, str], list[dict]]:
+def squad_questions(split: str, data: Path | None, n: int, seed: int, n_unanswerable: int | None = None,
+                    holdout: Sequence[str] = ()) -> tuple[dict[str, str], list[dict]]:
     """One file per article (its paragraphs, blank-line separated); a seeded sample of ``n`` answerable
     and ``n_unanswerable`` (None: ``n // 2``) unanswerable questions. Each sample is a prefix of one
     seeded order, so a larger ``n_unanswerable`` keeps the smaller one's questions."""
-    articles = squad_articles(split, data)
+    articles = squad_articles(split, data, holdout)
     docs, answerable, unanswerable = {}, [], []
     for title, art in sorted(articles.items()):
         source = f"{title}.txt"
@@ -234,7 +251,7 @@ def run_kind(kind: str, split: str, args: argparse.Namespace, lm: Any, out_file:
 
     try:
         docs, questions = suite_questions(kind, split, Path(args.data) if args.data else None, args.n_squad, args.seed,
-                                          args.n_squad_unanswerable)
+                                          args.n_squad_unanswerable, args.squad_holdout_articles)
     except FileNotFoundError as exc:
         print(f"skipping {kind}: {exc}", file=sys.stderr)
         return 0
@@ -420,6 +437,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--n-squad", type=int, default=150, help="answerable SQuAD questions (unanswerable: half)")
     ap.add_argument("--n-squad-unanswerable", type=int,
                     help="unanswerable SQuAD questions (default: half of --n-squad; the validation part has 348)")
+    ap.add_argument("--squad-holdout-articles", type=lambda v: tuple(t for t in v.split(",") if t), default=(),
+                    metavar="TITLES", help="validation part only: comma-separated articles of the dev half that the "
+                    "model was trained without, asked beside the shipped ten (cookbook holdout_articles)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: $SELFRAG_THREADS or all)")
     ap.add_argument("--paper", action="store_true", help="SelfRAGConfig.paper() instead of the defaults")
@@ -454,6 +474,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         (out / "run.json").write_text(json.dumps({"model": model, "split": args.split, "paper": args.paper,
                                                   "n_squad": args.n_squad,
                                                   "n_squad_unanswerable": args.n_squad_unanswerable, "seed": args.seed,
+                                                  "squad_holdout_articles": list(args.squad_holdout_articles),
                                                   "chunk_size": args.chunk_size, "chunk_overlap": args.chunk_overlap},
                                                  indent=1))
         done = {key(r) for r in read_records(records_file)}

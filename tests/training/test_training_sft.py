@@ -152,7 +152,7 @@ def test_collator_masks_each_paragraph_on_its_own(tokenizer_with_tokens):
 
 
 # -- end to end ----------------------------------------------------------------------------------
-def test_generator_sft_end_to_end_resumes_and_plots(plain_dir, tmp_path):
+def test_generator_sft_end_to_end_resumes_and_plots(plain_dir, tmp_path, capsys):
     train = write_sft_records(tmp_path / "train.jsonl")
     out = tmp_path / "gen"
     common = ["--base-model", str(plain_dir), "--train-file", str(train), "--output-dir", str(out), "--batch-size", "4",
@@ -169,6 +169,13 @@ def test_generator_sft_end_to_end_resumes_and_plots(plain_dir, tmp_path):
     assert meta["seconds_total"] == pytest.approx(first_seconds + meta["seconds"], abs=0.11)  # both runs' time
     history = json.loads((out / "loss_history.json").read_text())
     assert [s for s, _ in history["train"]] == [1, 2, 3]
+    # another training file in the same folder is not resumed into (the run would continue its step count)
+    other = write_sft_records(tmp_path / "other.jsonl", n=16)
+    swapped = [str(other) if a == str(train) else a for a in common]
+    with pytest.raises(SystemExit) as exit_info:
+        generator_main([*swapped, "--max-steps", "4"])
+    assert exit_info.value.code == 2
+    assert "another run" in capsys.readouterr().err
     # the adapter holds LoRA weights and only the 15 reflection-token rows, not the whole embedding
     from safetensors import safe_open
 

@@ -81,6 +81,25 @@ def test_squad_test_part_needs_the_shared_data(tmp_path: Path) -> None:
         suite_questions("squad", "test", tmp_path, 60, 0)
 
 
+def test_held_out_dev_articles_join_the_validation_part_only(tmp_path: Path) -> None:
+    """``--squad-holdout-articles``: dev-half articles a model was trained without validate beside the ten."""
+    from tests.support.squad import squad_file
+
+    squad_file(tmp_path).rename(tmp_path / "squad2_dev_half.json")
+    docs, questions = suite_questions("squad", "validation", tmp_path, 60, 0, n_unanswerable=400,
+                                      holdout=("Zorvian_Canal",))
+    assert len(docs) == 11 and "Zorvian_Canal.txt" in docs
+    assert any(q["source"] == "Zorvian_Canal.txt" and q["part"] == "unanswerable" for q in questions)
+    with pytest.raises(ValueError, match="validation part only"):
+        suite_questions("squad", "test", tmp_path, 60, 0, holdout=("Zorvian_Canal",))
+    with pytest.raises(ValueError, match="test articles cannot validate: Normans"):
+        suite_questions("squad", "validation", tmp_path, 60, 0, holdout=("Normans",))
+    with pytest.raises(ValueError, match="not articles of .*: Nowhere"):
+        suite_questions("squad", "validation", tmp_path, 60, 0, holdout=("Nowhere",))
+    with pytest.raises(FileNotFoundError, match="needs ../shared/data"):
+        suite_questions("squad", "validation", None, 60, 0, holdout=("Zorvian_Canal",))
+
+
 def test_noise_only_retriever_drops_every_passage_holding_an_answer() -> None:
     docs = [Document("The dam was built in 1961."), Document("The dam holds back the Tesk."),
             Document("The dam is 40 metres tall.")]

@@ -17,7 +17,8 @@ def add_sft_arguments(ap: argparse.ArgumentParser, *, lr: float, max_length: int
     ap.add_argument("--base-model", help="HF directory, hub id, or .gguf file of the base causal LM")
     ap.add_argument("--train-file", help="JSONL of {instruction, input, output} records")
     ap.add_argument("--eval-file", help="JSONL of held-out records (loss during training, accuracy after)")
-    ap.add_argument("--output-dir", help="checkpoints, adapter/, loss_curve.png; reruns resume here")
+    ap.add_argument("--output-dir", help="checkpoints, adapter/, loss_curve.png; a rerun of the same run (same data and "
+                    "settings; steps, epochs and minutes may change) resumes here, another is refused")
     ap.add_argument("--max-length", type=int, default=max_length)
     ap.add_argument("--epochs", type=float, default=1.0)
     ap.add_argument("--max-steps", type=int, default=-1)

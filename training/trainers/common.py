@@ -13,6 +13,7 @@ from typing import Any
 
 from ..core.callbacks import loss_callback, time_budget_callback, write_loss_curve
 from ..core.config import META_FILE, SFTRunConfig, TrainingError
+from ..core.run_identity import check_resume, run_identity, write_identity
 
 
 @dataclass
@@ -145,7 +146,8 @@ def last_checkpoint(cfg: SFTRunConfig, output_dir: Path) -> str | None:
 
 
 def train_resuming(trainer, cfg: SFTRunConfig, output_dir: Path) -> tuple[Any, float, Path, float, str | None]:
-    """Train with the reflection-token learning rate, resuming from the last checkpoint when there is one.
+    """Train with the reflection-token learning rate, resuming from the last checkpoint when there is one
+    and it belongs to this run (:mod:`training.core.run_identity`).
 
     Returns the train result, its seconds, the adapter folder, the seconds of earlier runs and the
     checkpoint resumed from (None for a fresh run).
@@ -157,6 +159,11 @@ def train_resuming(trainer, cfg: SFTRunConfig, output_dir: Path) -> tuple[Any, f
     if cfg.token_learning_rate:
         set_token_lr(trainer, cfg.token_learning_rate)
     last = last_checkpoint(cfg, output_dir)
+    identity = run_identity(cfg)
+    if last:
+        check_resume(output_dir, identity, last)  # another run's checkpoints are not continued
+    if trainer.is_world_process_zero():
+        write_identity(output_dir, identity)
     start = time.time()
     result = trainer.train(resume_from_checkpoint=last)
     seconds = time.time() - start
