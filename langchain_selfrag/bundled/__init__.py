@@ -164,7 +164,9 @@ def build_model(folder: Path | None = None, base: Path | None = None):
 
 def build_gguf(out: Path | None = None, *, folder: Path | None = None, base: Path | None = None,
                outtype: str = OUTTYPE, progress: bool = True) -> Path:
-    """Merge the bundle onto the base GGUF with numpy and gguf and write it (atomically) to ``out``."""
+    """Merge the bundle (or another adapter ``folder``) onto the base GGUF with numpy and gguf and write it
+    (atomically) to ``out``; the file's ``general.name`` is the bundled model's, or for another adapter
+    ``out``'s stem."""
     from .smollm2 import smollm2_gguf_path
 
     folder = folder or bundle_dir()
@@ -185,10 +187,12 @@ def build_gguf(out: Path | None = None, *, folder: Path | None = None, base: Pat
     tokens = {k: int(v) for k, v in meta.get("reflection_token_ids", {}).items()}
     if sorted(tokens) != sorted(T.REFLECTION_TOKENS):
         raise BundleError(f"{folder / META_FILE} does not give the id of every reflection token")
+    # the bundled adapter keeps its name; another (a candidate, a user's own) is named after its file
+    name = MODEL_NAME if Path(folder).resolve() == bundle_dir().resolve() else Path(out).stem
     if progress:
-        print(f"building {MODEL_NAME} into {out} (once)", file=sys.stderr)
+        print(f"building {name} into {out} (once)", file=sys.stderr)
     try:
-        path = merge_gguf(base, folder, out, tokens=tokens, outtype=outtype, name=MODEL_NAME, progress=progress)
+        path = merge_gguf(base, folder, out, tokens=tokens, outtype=outtype, name=name, progress=progress)
     except (ExportError, OSError, ValueError) as exc:
         raise BundleError(f"could not build the bundled model from {folder}: {exc}") from exc
     _check_gguf(path)

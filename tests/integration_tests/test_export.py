@@ -170,6 +170,7 @@ def test_bundle_merge_matches_peft_and_builds_a_gguf(trained, tmp_path, monkeypa
     out = bundled.build_gguf(tmp_path / "cache" / "b.gguf", folder=folder, base=base_gguf, outtype="f32", progress=False)
     lm = load_reflection_lm(out, n_threads=1)
     assert lm.has_reflection_vocab
+    assert gguf.GGUFReader(str(out)).fields["general.name"].contents() == "b"  # not the bundled model's name
 
 
 @pytest.mark.parametrize("rope_type", ["llama3", "linear"])
