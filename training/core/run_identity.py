@@ -27,10 +27,8 @@ MAY_CHANGE = frozenset({"output_dir", "epochs", "max_steps", "max_minutes", "sav
 BY_CONTENT = ("train_file", "eval_file")
 
 
-def file_digest(path: str | Path | None) -> str | None:
-    """sha256 of a file's bytes (None for no file)."""
-    if not path:
-        return None
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 of a file, read in 1 MiB blocks (training files and model files are large)."""
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -42,7 +40,7 @@ def run_identity(cfg: SFTRunConfig) -> dict[str, Any]:
     """What defines ``cfg``'s run, as JSON-ready values."""
     settings = {k: v for k, v in asdict(cfg).items() if k not in MAY_CHANGE and k not in BY_CONTENT}
     identity = json.loads(json.dumps(settings, default=str))
-    identity.update({f"{k}_sha256": file_digest(getattr(cfg, k)) for k in BY_CONTENT})
+    identity.update({f"{k}_sha256": file_sha256(path) if (path := getattr(cfg, k)) else None for k in BY_CONTENT})
     return identity
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
+
+from training.core.run_identity import file_sha256
 
 #: The same chain evaluation on every answerable question of the held-out articles (no closed-book run).
 FULL_EVAL = "eval_full.json"
@@ -19,15 +20,6 @@ def read_json(folder: Path, name: str) -> dict:
     """``folder/name`` as JSON, or an empty dict when the file is absent."""
     path = Path(folder) / name
     return json.loads(path.read_text()) if path.is_file() else {}
-
-
-def file_sha256(path: Path) -> str:
-    """SHA-256 of a file, read in 1 MiB blocks (model files are large)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def file_digest(path: Path) -> str:
