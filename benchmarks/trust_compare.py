@@ -7,7 +7,10 @@ a validation run made before its model had one), and prints, per kind of text: e
 both, the mean share handled right over the kind's parts (every part weighs the same), the difference
 B - A with a paired bootstrap 95% interval (questions resampled within each part, the same draw for
 both runs), and a verdict: ``better`` or ``worse`` when the interval excludes 0, else ``no clear
-difference``. A part of 15 questions moves the mean share of a three-part kind by 0.022 a question,
+difference``. Beside it, the ranking: each run's AURC from the chain's own confidence over the
+kind's questions (noise-only runs excluded, as in the suite's summary; independent of the bars), and
+B - A with a paired bootstrap interval (lower is better, so B ranks better when the interval lies
+below 0). A part of 15 questions moves the mean share of a three-part kind by 0.022 a question,
 so a win by one question is not a win. Runs of different questions are refused, unless
 ``--shared-only`` compares them on the questions both asked (a run made before the suite gained a
 part, such as the noise-only runs of docs, news and invented). ``--json`` writes the comparison as a
@@ -32,8 +35,9 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.record import Run
-from benchmarks.trust_suite import PARTS, handled_right, handled_right_at, in_kind_order, key, read_records
+from benchmarks.trust_suite import PARTS, handled_right, handled_right_at, in_kind_order, key, outcome, read_records
 from langchain_selfrag.abstention import AbstentionCalibration, CalibrationError
+from langchain_selfrag.evaluation.common.selective import ranking_arrays, risk_coverage_arrays
 
 VERDICTS = ("better", "worse", "no clear difference")
 
@@ -87,10 +91,47 @@ def compare_kind(parts: Mapping[str, np.ndarray], *, n_resamples: int = 2000, se
             "difference": {"value": diff, "ci95": [lo, hi]}, "verdict": verdict}
 
 
+def paired_ranking(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+    """Per kind, a (4, n) array over the questions both runs asked (noise-only runs left out): A's good
+    flags and confidences, then B's (:func:`ranking_arrays`), in one question order."""
+    by_key_a = {key(r): r for r in a if r["part"] != "noise_only"}
+    by_key_b = {key(r): r for r in b if r["part"] != "noise_only"}
+    out: dict[str, list] = {}
+    for k in sorted(by_key_a.keys() & by_key_b.keys()):
+        out.setdefault(k[0], []).append(k)
+    ranked = {}
+    for kind, keys in out.items():
+        good_a, conf_a = ranking_arrays([outcome(by_key_a[k]) for k in keys])
+        good_b, conf_b = ranking_arrays([outcome(by_key_b[k]) for k in keys])
+        ranked[kind] = np.vstack([good_a, conf_a, good_b, conf_b])
+    return ranked
+
+
+def _aurc(good: np.ndarray, conf: np.ndarray) -> float:
+    return float(risk_coverage_arrays(good, conf)[1].mean())
+
+
+def compare_ranking(ranked: np.ndarray, *, n_resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
+    """A's and B's AURC on one kind's questions and B - A with a paired bootstrap interval (the same
+    resampled questions for both); ``better`` when B's is clearly lower."""
+    rng = np.random.default_rng(seed)
+    a, b = _aurc(ranked[0], ranked[1]), _aurc(ranked[2], ranked[3])
+    n = ranked.shape[1]
+    draws = np.array([_aurc(ranked[2, i], ranked[3, i]) - _aurc(ranked[0, i], ranked[1, i])
+                      for i in rng.integers(0, n, size=(n_resamples, n))])
+    lo, hi = (float(x) for x in np.percentile(draws, [2.5, 97.5])) if n_resamples else (b - a, b - a)
+    verdict = VERDICTS[0] if hi < 0 else VERDICTS[1] if lo > 0 else VERDICTS[2]
+    return {"n": n, "aurc": {"a": a, "b": b}, "difference": {"value": b - a, "ci95": [lo, hi]}, "verdict": verdict}
+
+
 def compare(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], *, a_bars: Bars | None = None,
             b_bars: Bars | None = None, n_resamples: int = 2000, seed: int = 0, shared_only: bool = False) -> dict[str, Any]:
+    """Each kind's parts handled right (the verdict) and its ranking (AURC, reported beside it)."""
     paired, left_out = paired_outcomes(a, b, a_bars=a_bars, b_bars=b_bars, shared_only=shared_only)
-    kinds = {kind: compare_kind(paired[kind], n_resamples=n_resamples, seed=seed)
+    ranked = paired_ranking(a, b)
+    kinds = {kind: {**compare_kind(paired[kind], n_resamples=n_resamples, seed=seed),
+                    **({"ranking": compare_ranking(ranked[kind], n_resamples=n_resamples, seed=seed)}
+                       if kind in ranked else {})}
              for kind in in_kind_order(paired)}
     return {"kinds": kinds, "b_better_on_every_kind": all(v["verdict"] == "better" for v in kinds.values()),
             "b_worse_on_some_kind": any(v["verdict"] == "worse" for v in kinds.values()), "left_out": left_out}
@@ -152,6 +193,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         d = v["difference"]
         print(f"{kind:9s} {parts} | mean share {v['mean_share']['a']:.3f} -> {v['mean_share']['b']:.3f}, "
               f"B-A {d['value']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]: {v['verdict']}")
+        if rank := v.get("ranking"):
+            d = rank["difference"]
+            print(f"{'':9s} ranking: AURC {rank['aurc']['a']:.3f} -> {rank['aurc']['b']:.3f} (n {rank['n']}, lower is better), "
+                  f"B-A {d['value']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]: {rank['verdict']}")
     print(overall(result))
     if args.json:
         run.write(args.json, vars(args), result)

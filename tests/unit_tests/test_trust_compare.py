@@ -88,3 +88,21 @@ def test_runs_of_different_questions_are_refused(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(SystemExit, match="not an abstention calibration"):
         main([str(tmp_path / "a"), str(tmp_path / "b"), "--b-calibration", str(tmp_path / "bad.json")])
+
+
+def test_the_ranking_compares_each_runs_own_confidence_apart_from_the_bars() -> None:
+    rights = {"answerable": [True, False] * 20, "off_topic": [True] * 20, "noise_only": [True] * 10}
+    a = kind_runs("docs", rights)
+    b = [dict(r) for r in a]
+    for r in a:  # A: the same confidence for every answer, so its ranking is no better than chance
+        r["confidence"] = 0.5
+    for r in b:  # B: its right answers first
+        r["confidence"] = 0.9 if r["part"] == "answerable" and r["answer"] == "42" else 0.1
+    ranking = compare(a, b, n_resamples=300)["kinds"]["docs"]["ranking"]
+    assert ranking["n"] == 60  # noise-only runs repeat answerable questions: left out, as in the summary
+    assert ranking["aurc"]["b"] < ranking["aurc"]["a"] and ranking["verdict"] == "better"
+    assert compare(b, a, n_resamples=300)["kinds"]["docs"]["ranking"]["verdict"] == "worse"
+    same = compare(a, a, n_resamples=300)["kinds"]["docs"]["ranking"]
+    assert same["difference"] == {"value": 0.0, "ci95": [0.0, 0.0]} and same["verdict"] == "no clear difference"
+    # the bars move what is handled right, never the ranking
+    assert compare(a, b, b_bars=(0.95, 0.0), n_resamples=300)["kinds"]["docs"]["ranking"] == ranking

@@ -89,14 +89,26 @@ def risk_coverage_curve(items: Sequence[Outcome]) -> tuple[np.ndarray, np.ndarra
     Ties in confidence are broken towards the wrong answers (a pessimistic curve), so an
     uninformative confidence cannot look better than chance.
     """
-    if not items:
-        return np.zeros(0), np.zeros(0)
+    good, conf = ranking_arrays(items)
+    return risk_coverage_arrays(good, conf)
+
+
+def ranking_arrays(items: Sequence[Outcome]) -> tuple[np.ndarray, np.ndarray]:
+    """``(good, confidence)`` per question: 1.0 for a right answer to an answerable question, and the
+    confidence with None as ``-inf`` (what the risk-coverage curve ranks)."""
     good = np.array([o.right and o.answerable for o in items], dtype=float)
     conf = np.array([-np.inf if o.confidence is None else float(o.confidence) for o in items])
+    return good, conf
+
+
+def risk_coverage_arrays(good: np.ndarray, conf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`risk_coverage_curve` on :func:`ranking_arrays` (for resampling without rebuilding outcomes)."""
+    if not good.size:
+        return np.zeros(0), np.zeros(0)
     order = np.lexsort((good, -conf))  # confidence descending, wrong answers first within a tie
     errors = np.cumsum(1.0 - good[order])
-    answered = np.arange(1, len(items) + 1)
-    return answered / len(items), errors / answered
+    answered = np.arange(1, good.size + 1)
+    return answered / good.size, errors / answered
 
 
 def aurc(items: Sequence[Outcome]) -> float | None:
