@@ -13,7 +13,8 @@ B - A with a paired bootstrap interval (lower is better, so B ranks better when 
 below 0). A part of 15 questions moves the mean share of a three-part kind by 0.022 a question,
 so a win by one question is not a win. Runs of different questions are refused, unless
 ``--shared-only`` compares them on the questions both asked (a run made before the suite gained a
-part, such as the noise-only runs of docs, news and invented). ``--json`` writes the comparison as a
+part, such as the noise-only runs of docs, news and invented). ``--by-source`` also prints each part
+per source document (a SQuAD article's questions move together). ``--json`` writes the comparison as a
 results file (:mod:`benchmarks.record`: the figures with the date, command, commit and machine)::
 
     python benchmarks/trust_compare.py runs/trust/v4-test runs/trust/v5-test --json runs/trust/v5-vs-v4.json
@@ -69,6 +70,23 @@ def paired_outcomes(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any
         out.setdefault(kind, {}).setdefault(part, []).append((right_a[k], right_b[k]))
     paired = {kind: {p: np.array(parts[p], dtype=float) for p in PARTS if p in parts} for kind, parts in out.items()}
     return paired, {"a": only_a, "b": only_b}
+
+
+def by_source(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], *, a_bars: Bars | None = None,
+              b_bars: Bars | None = None) -> dict[str, dict[str, dict[str, dict[str, int]]]]:
+    """Per kind, source document and part: questions both runs asked about that document and how many
+    each handled right (questions of one document move together, which a question bootstrap does not see)."""
+    right_a, right_b = outcomes(a, a_bars), outcomes(b, b_bars)
+    out: dict[str, dict[str, dict[str, dict[str, int]]]] = {}
+    for r in a:
+        k = key(r)
+        if not r.get("source") or k not in right_b:
+            continue
+        cell = out.setdefault(r["kind"], {}).setdefault(r["source"], {}).setdefault(r["part"], {"n": 0, "a": 0, "b": 0})
+        cell["n"] += 1
+        cell["a"] += int(right_a[k])
+        cell["b"] += int(right_b[k])
+    return {kind: dict(sorted(sources.items())) for kind, sources in out.items()}
 
 
 def mean_share(parts: Mapping[str, np.ndarray], column: int) -> float:
@@ -176,18 +194,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--shared-only", action="store_true",
                     help="compare on the questions both runs asked (one made before the suite gained a part)")
+    ap.add_argument("--by-source", action="store_true",
+                    help="also print each part per source document (e.g. per SQuAD article)")
     ap.add_argument("--json", type=Path, help="also write the comparison here")
     args = ap.parse_args(argv)
     run = Run("trust_compare")
     if args.resamples < 0:
         ap.error("--resamples must be at least 0")
     a_bars, b_bars = calibration_bars(args.a_calibration), calibration_bars(args.b_calibration)
-    result = compare(load_run(args.a), load_run(args.b), a_bars=a_bars, b_bars=b_bars, n_resamples=args.resamples,
-                     seed=args.seed, shared_only=args.shared_only)
+    a, b = load_run(args.a), load_run(args.b)
+    result = compare(a, b, a_bars=a_bars, b_bars=b_bars, n_resamples=args.resamples, seed=args.seed,
+                     shared_only=args.shared_only)
     left_out = result["left_out"]
     if any(left_out.values()):
         print(f"compared on the questions both runs asked; left out {left_out['a']} only in A, {left_out['b']} only in B")
-    result.update(a_bars=a_bars, b_bars=b_bars)
+    result.update(a_bars=a_bars, b_bars=b_bars,
+                  by_source=by_source(a, b, a_bars=a_bars, b_bars=b_bars))
     for kind, v in result["kinds"].items():
         parts = "  ".join(f"{p} {c['a']}->{c['b']}/{c['n']}" for p, c in v["parts"].items())
         d = v["difference"]
@@ -197,6 +219,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             d = rank["difference"]
             print(f"{'':9s} ranking: AURC {rank['aurc']['a']:.3f} -> {rank['aurc']['b']:.3f} (n {rank['n']}, lower is better), "
                   f"B-A {d['value']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]: {rank['verdict']}")
+        for source, parts_of in (result["by_source"].get(kind, {}) if args.by_source else {}).items():
+            print(f"{'':9s} {source}: " + "  ".join(f"{p} {c['a']}->{c['b']}/{c['n']}" for p, c in parts_of.items()))
     print(overall(result))
     if args.json:
         run.write(args.json, vars(args), result)

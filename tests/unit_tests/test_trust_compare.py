@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.record import load
-from benchmarks.trust_compare import compare, main, overall
+from benchmarks.trust_compare import by_source, compare, main, overall
 
 
 def run(kind: str, part: str, i: int, right: bool, isrel: float = 0.9) -> dict:
@@ -106,3 +106,17 @@ def test_the_ranking_compares_each_runs_own_confidence_apart_from_the_bars() -> 
     assert same["difference"] == {"value": 0.0, "ci95": [0.0, 0.0]} and same["verdict"] == "no clear difference"
     # the bars move what is handled right, never the ranking
     assert compare(a, b, b_bars=(0.95, 0.0), n_resamples=300)["kinds"]["docs"]["ranking"] == ranking
+
+
+def test_each_part_is_also_counted_per_source_document(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    a = kind_runs("squad", {"unanswerable": [True] * 4})
+    for i, r in enumerate(a):
+        r["source"] = "Warsaw.txt" if i < 3 else "Normans.txt"
+    b = [dict(r, abstained=False, signals=dict(r["signals"], abstained=False)) if r["source"] == "Warsaw.txt" else r for r in a]
+    assert by_source(a, b) == {"squad": {"Normans.txt": {"unanswerable": {"n": 1, "a": 1, "b": 1}},
+                                         "Warsaw.txt": {"unanswerable": {"n": 3, "a": 3, "b": 0}}}}
+    for name, records in (("a", a), ("b", b)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert main([str(tmp_path / "a"), str(tmp_path / "b"), "--by-source", "--resamples", "20"]) == 0
+    assert "Warsaw.txt: unanswerable 3->0/3" in capsys.readouterr().out
