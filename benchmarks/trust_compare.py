@@ -144,7 +144,8 @@ def compare_ranking(ranked: np.ndarray, *, n_resamples: int = 2000, seed: int = 
 
 def compare(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], *, a_bars: Bars | None = None,
             b_bars: Bars | None = None, n_resamples: int = 2000, seed: int = 0, shared_only: bool = False) -> dict[str, Any]:
-    """Each kind's parts handled right (the verdict) and its ranking (AURC, reported beside it)."""
+    """Each kind's parts handled right (the verdict), its ranking (AURC, reported beside it) and its parts
+    per source document."""
     paired, left_out = paired_outcomes(a, b, a_bars=a_bars, b_bars=b_bars, shared_only=shared_only)
     ranked = paired_ranking(a, b)
     kinds = {kind: {**compare_kind(paired[kind], n_resamples=n_resamples, seed=seed),
@@ -152,7 +153,8 @@ def compare(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], *, a
                        if kind in ranked else {})}
              for kind in in_kind_order(paired)}
     return {"kinds": kinds, "b_better_on_every_kind": all(v["verdict"] == "better" for v in kinds.values()),
-            "b_worse_on_some_kind": any(v["verdict"] == "worse" for v in kinds.values()), "left_out": left_out}
+            "b_worse_on_some_kind": any(v["verdict"] == "worse" for v in kinds.values()), "left_out": left_out,
+            "by_source": by_source(a, b, a_bars=a_bars, b_bars=b_bars)}
 
 
 def overall(result: Mapping[str, Any]) -> str:
@@ -202,14 +204,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.resamples < 0:
         ap.error("--resamples must be at least 0")
     a_bars, b_bars = calibration_bars(args.a_calibration), calibration_bars(args.b_calibration)
-    a, b = load_run(args.a), load_run(args.b)
-    result = compare(a, b, a_bars=a_bars, b_bars=b_bars, n_resamples=args.resamples, seed=args.seed,
-                     shared_only=args.shared_only)
+    result = compare(load_run(args.a), load_run(args.b), a_bars=a_bars, b_bars=b_bars, n_resamples=args.resamples,
+                     seed=args.seed, shared_only=args.shared_only)
     left_out = result["left_out"]
     if any(left_out.values()):
         print(f"compared on the questions both runs asked; left out {left_out['a']} only in A, {left_out['b']} only in B")
-    result.update(a_bars=a_bars, b_bars=b_bars,
-                  by_source=by_source(a, b, a_bars=a_bars, b_bars=b_bars))
+    result.update(a_bars=a_bars, b_bars=b_bars)
     for kind, v in result["kinds"].items():
         parts = "  ".join(f"{p} {c['a']}->{c['b']}/{c['n']}" for p, c in v["parts"].items())
         d = v["difference"]
