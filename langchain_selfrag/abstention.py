@@ -25,6 +25,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .errors import SelfRAGError
+
 #: Bars of a model without a calibration (see the module docstring).
 DEFAULT_BARS = {"abstain_isrel": 0.5, "abstain_issup": 0.25}
 #: Suffix of a calibration file written beside a model file.
@@ -34,7 +36,7 @@ BUNDLED_FILE = "abstention_calibration.json"
 SCHEMA = "langchain-selfrag/abstention-calibration/1"
 
 
-class CalibrationError(ValueError):
+class CalibrationError(SelfRAGError, ValueError):
     """A calibration file that cannot be read or does not fit."""
 
 
@@ -118,7 +120,8 @@ def calibration_for(model_path: str | Path | None) -> AbstentionCalibration | No
     if side.is_file():
         cal = AbstentionCalibration.load(side)
         if cal.model != path.name:
-            raise CalibrationError(f"{side} was fitted for {cal.model}, not {path.name}")
+            raise CalibrationError(f"{side} was fitted for {cal.model}, not {path.name}: fit one for this model "
+                                   f"(selfrag calibrate) or remove that file")
         return cal
     from .bundled import bundle_dir
 

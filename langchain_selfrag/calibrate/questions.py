@@ -5,7 +5,8 @@ has a natural question (an install command, a supported Python version, a licenc
 an author or copyright holder, what a function does or returns, what a package is) and returns
 ``(question, answer)`` pairs whose answer is a span of the passage (or, for "what is / what does",
 the passage's sentence); :func:`prose_questions` does the same for prose (who did something, in
-which year, how many of something). :func:`gap_questions` asks a document about its own subject
+which year, how many of something), and :func:`explain_questions` asks the how and why questions a
+passage explains, answered with its explaining sentence. :func:`gap_questions` asks a document about its own subject
 the kinds of detail that the *whole* document does not state (checked by the absence of the words
 that would state it): the near misses an abstaining reader must decline. :data:`OFF_TOPIC` holds
 real-world questions no user corpus is expected to answer. :func:`questions_from_documents` puts the
@@ -261,6 +262,66 @@ def prose_questions(text: str, rng: random.Random, limit: int = 2) -> list[tuple
         if len(out) >= limit:
             break
     rng.shuffle(out)
+    return out
+
+
+#: Openers that are discourse markers, not tasks ("To date, ...", "To be fair, ...").
+_NOT_TASKS = {"date", "be", "this", "that", "the", "a", "an", "my", "our", "sum", "summarize", "summarise", "conclude",
+              "illustrate", "recap", "clarify", "some", "many", "what", "which", "each", "all", "do", "see", "put"}
+_VAGUE = re.compile(r"\b(it|this|that|these|those|them|they|you|your|here|above|below|following)\b", re.I)
+_PRONOUN_SUBJECT = re.compile(r"(?i)^(it|this|that|these|those|they|we|you|i|he|she|there|here)\b")
+_SUBJECT = r"(?P<s>[A-Za-z`*_][\w`*.\-]*(?: [\w`*.\-]+){0,6})"
+_TO_TASK = re.compile(r"^To (?P<task>[a-z]+(?: [^,;:]{2,70}?)), (?P<how>[^:]{12,})\.$")
+_BY_MEANS = re.compile(rf"^{_SUBJECT} (?P<aux>is|are|can be|may be|should be|must be) (?P<v>[a-z]{{3,}}(?:ed|en)|built|made|set|run|done|"
+                       r"found|kept|held|sent|read|split|put|shown|written|given|chosen) (?:either |automatically |only )?"
+                       r"by (?P<g>[a-z]{3,}ing)\b[^:]{5,}\.$")
+_YOU_CAN = re.compile(r"^You can (?P<task>[a-z]+ [^,;:()]{3,70}?) by (?P<g>[a-z]{3,}ing)\b[^:]{5,}\.$")
+_USE_TO = re.compile(r"^Use (?P<tool>[^,;:]{2,50}?) to (?P<task>[a-z]+ [^,;:()]{3,70})\.$")
+_BECAUSE = re.compile(rf"^{_SUBJECT} (?P<aux>is|are|was|were|can|cannot|should|must|will|does|do) (?P<rest>[^,;:()]{{3,90}}?),? "
+                      r"because (?P<why>[^:]{5,})\.$")
+
+
+def _subject(subject: str, text: str) -> str:
+    """``subject`` as it reads mid-sentence: its first word lower-cased unless ``text`` writes it capitalised
+    after another word too (a name, which keeps its case)."""
+    first = subject.split()[0]
+    if first[:1].isupper() and (first[1:].islower() or len(first) == 1) and not re.search(rf"[a-z,] {re.escape(first)}\b", text):
+        return first.lower() + subject[len(first):]
+    return subject
+
+
+def explain_questions(text: str, *, limit: int = 3) -> list[tuple[str, str]]:
+    """How and why questions a passage explains, each answered with the whole sentence that explains it:
+    "To TASK, DO THIS." and "Use THIS to TASK." (*How do I TASK?*), "You can TASK by DOING ..." (*How can I
+    TASK?*), "SUBJECT is VERBED by DOING ..." (*How is SUBJECT VERBED?*) and "SUBJECT is ... because ..."
+    (*Why is SUBJECT ...?*). Deterministic; the answer is one of
+    :func:`sentences` of ``text``; sentences about "it"/"this" (whose question would be vague) are skipped."""
+    out: list[tuple[str, str]] = []
+    for sent in sentences(text):
+        if len(sent) > 300 or "`" in sent[:1]:
+            continue
+        question = None
+        m = _TO_TASK.match(sent)
+        if m and m.group("task").split()[0] not in _NOT_TASKS and not _VAGUE.search(m.group("task")):
+            question = f"How do I {m.group('task')}?"
+        m = None if question else _BY_MEANS.match(sent)
+        if m and not _PRONOUN_SUBJECT.match(m.group("s")) and not _VAGUE.search(m.group("s")):
+            subject, aux = _subject(m.group("s"), text), m.group("aux").split()
+            question = (f"How {aux[0]} {subject} {m.group('v')}?" if len(aux) == 1
+                        else f"How {aux[0]} {subject} be {m.group('v')}?")
+        m = None if question else (_YOU_CAN.match(sent) or _USE_TO.match(sent))
+        if m and m.group("task").split()[0] not in _NOT_TASKS and not _VAGUE.search(m.group("task")):
+            question = f"How {'can' if sent.startswith('You') else 'do'} I {m.group('task')}?"
+        m = None if question else _BECAUSE.match(sent)
+        if m and not _PRONOUN_SUBJECT.match(m.group("s")) and not _VAGUE.search(m.group("s")):
+            aux, rest = m.group("aux"), m.group("rest")
+            if aux == "cannot":
+                aux, rest = "can", "not " + rest
+            question = f"Why {aux} {_subject(m.group('s'), text)} {rest}?"
+        if question and len(question.split()) >= 4:
+            out.append((question, sent))
+        if len(out) >= limit:
+            break
     return out
 
 

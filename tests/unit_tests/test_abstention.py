@@ -96,8 +96,12 @@ def test_a_calibration_fitted_for_another_file_is_an_error(tmp_path: Path) -> No
     lm = clock_lm()
     lm.model_path = str(tmp_path / "mine.gguf")
     AbstentionCalibration("theirs.gguf", 0.4, 0.1).save(sidecar_path(lm.model_path))
-    with pytest.raises(CalibrationError, match="fitted for theirs.gguf"):
+    with pytest.raises(CalibrationError, match="fitted for theirs.gguf") as err:
         SelfRAGChain(lm, bm25())
+    # the CLI prints a SelfRAGError as one line that says what to do, not a traceback
+    from langchain_selfrag.errors import SelfRAGError
+
+    assert isinstance(err.value, SelfRAGError) and "selfrag calibrate" in str(err.value)
 
 
 def test_abstains_by_default_when_no_passage_is_relevant_and_paper_answers() -> None:
