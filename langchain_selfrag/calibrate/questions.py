@@ -285,39 +285,42 @@ def _subject(subject: str, text: str) -> str:
     """``subject`` as it reads mid-sentence: its first word lower-cased unless ``text`` writes it capitalised
     after another word too (a name, which keeps its case)."""
     first = subject.split()[0]
-    if first[:1].isupper() and (first[1:].islower() or len(first) == 1) and not re.search(rf"[a-z,] {re.escape(first)}\b", text):
+    common = first[:1].isupper() and (first[1:].islower() or len(first) == 1)
+    if common and not re.search(rf"[a-z,] {re.escape(first)}\b", text):
         return first.lower() + subject[len(first):]
     return subject
+
+
+def _explain_question(sent: str, text: str) -> str | None:
+    """The how/why question ``sent`` answers whole, or None (see :func:`explain_questions`)."""
+    for pattern in (_TO_TASK, _YOU_CAN, _USE_TO):
+        m = pattern.match(sent)
+        if m and m.group("task").split()[0] not in _NOT_TASKS and not _VAGUE.search(m.group("task")):
+            return f"How {'can' if pattern is _YOU_CAN else 'do'} I {m.group('task')}?"
+    for pattern in (_BY_MEANS, _BECAUSE):
+        m = pattern.match(sent)
+        if not m or _PRONOUN_SUBJECT.match(m.group("s")) or _VAGUE.search(m.group("s")):
+            continue
+        subject, aux = _subject(m.group("s"), text), m.group("aux")
+        if pattern is _BY_MEANS:
+            head, *be = aux.split()
+            return f"How {head} {subject} {'be ' if be else ''}{m.group('v')}?"
+        rest = m.group("rest")
+        if aux == "cannot":
+            aux, rest = "can", "not " + rest
+        return f"Why {aux} {subject} {rest}?"
+    return None
 
 
 def explain_questions(text: str, *, limit: int = 3) -> list[tuple[str, str]]:
     """How and why questions a passage explains, each answered with the whole sentence that explains it:
     "To TASK, DO THIS." and "Use THIS to TASK." (*How do I TASK?*), "You can TASK by DOING ..." (*How can I
     TASK?*), "SUBJECT is VERBED by DOING ..." (*How is SUBJECT VERBED?*) and "SUBJECT is ... because ..."
-    (*Why is SUBJECT ...?*). Deterministic; the answer is one of
-    :func:`sentences` of ``text``; sentences about "it"/"this" (whose question would be vague) are skipped."""
+    (*Why is SUBJECT ...?*). Deterministic; the answer is one of :func:`sentences` of ``text``; sentences
+    about "it"/"this" (whose question would be vague) or opening with code are skipped."""
     out: list[tuple[str, str]] = []
     for sent in sentences(text):
-        if len(sent) > 300 or "`" in sent[:1]:
-            continue
-        question = None
-        m = _TO_TASK.match(sent)
-        if m and m.group("task").split()[0] not in _NOT_TASKS and not _VAGUE.search(m.group("task")):
-            question = f"How do I {m.group('task')}?"
-        m = None if question else _BY_MEANS.match(sent)
-        if m and not _PRONOUN_SUBJECT.match(m.group("s")) and not _VAGUE.search(m.group("s")):
-            subject, aux = _subject(m.group("s"), text), m.group("aux").split()
-            question = (f"How {aux[0]} {subject} {m.group('v')}?" if len(aux) == 1
-                        else f"How {aux[0]} {subject} be {m.group('v')}?")
-        m = None if question else (_YOU_CAN.match(sent) or _USE_TO.match(sent))
-        if m and m.group("task").split()[0] not in _NOT_TASKS and not _VAGUE.search(m.group("task")):
-            question = f"How {'can' if sent.startswith('You') else 'do'} I {m.group('task')}?"
-        m = None if question else _BECAUSE.match(sent)
-        if m and not _PRONOUN_SUBJECT.match(m.group("s")) and not _VAGUE.search(m.group("s")):
-            aux, rest = m.group("aux"), m.group("rest")
-            if aux == "cannot":
-                aux, rest = "can", "not " + rest
-            question = f"Why {aux} {_subject(m.group('s'), text)} {rest}?"
+        question = _explain_question(sent, text) if len(sent) <= 300 and not sent.startswith("`") else None
         if question and len(question.split()) >= 4:
             out.append((question, sent))
         if len(out) >= limit:

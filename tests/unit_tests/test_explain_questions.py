@@ -45,6 +45,7 @@ def test_vague_sentences_discourse_markers_and_the_limit() -> None:
     assert explain_questions(text) == [("How do I clear the page cache?", "To clear the page cache, run quill purge --all.")]
     assert len(explain_questions(GUIDE, limit=2)) == 2
     assert explain_questions("") == []
+    assert explain_questions("`purge` is run by calling the cleaner on every page.") == []  # opens with code
 
 
 def test_a_name_keeps_its_case_and_a_common_word_is_lowered() -> None:
