@@ -62,8 +62,9 @@ def build(trained_file: Path | None, *, replay: int, seed: int = 0, extra_site: 
     new = len(rows)
     trained = list(read_jsonl(trained_file)) if trained_file else []
     questions = {r["instruction"] for r in rows}
-    if trained and replay:
-        rows += rng.sample([r for r in trained if r.get("instruction") not in questions], min(replay, len(trained)))
+    pool = [r for r in trained if r.get("instruction") not in questions]
+    if pool and replay:
+        rows += rng.sample(pool, min(replay, len(pool)))
     rng.shuffle(rows)
     for i, row in enumerate(rows):
         row["id"] = f"{row.get('variant', 'row')}/x{i}"

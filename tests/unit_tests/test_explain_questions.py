@@ -102,3 +102,14 @@ def test_bad_arguments_are_clear_errors(tmp_path, capsys) -> None:
     with pytest.raises(SystemExit):
         explain_data.main(["--out", str(tmp_path / "o.jsonl"), "--trained", str(tmp_path / "none.jsonl")])
     assert "no such file" in capsys.readouterr().err
+
+
+def test_a_replay_larger_than_the_trained_file_takes_all_of_it_but_the_new_questions(tmp_path, monkeypatch) -> None:
+    from training.selfrag.doc_sources import DocText
+
+    monkeypatch.setattr(explain_data, "installed_docs", lambda dirs, exclude=(), **kw: [DocText("quill", "quill.md", GUIDE, "readme")])
+    trained = tmp_path / "trained.jsonl"
+    asked = ["How do I clear the page cache?"] + [f"q{i}" for i in range(4)]  # the first is asked anew
+    trained.write_text("".join(json.dumps({"instruction": q, "input": "", "output": "x"}) + "\n" for q in asked))
+    rows, summary = explain_data.build(trained, replay=50)
+    assert summary["replayed"] == 4
