@@ -82,6 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--min-f1", type=float, default=0.5, help="token F1 with the source's sentence that explains")
     ap.add_argument("--paper", action="store_true",
                     help="SelfRAGConfig.paper() (never abstain on evidence): what the model answers without its bars")
+    ap.add_argument("--answer-form", choices=("generated", "sentence"),
+                    help="SelfRAGConfig.answer_form (default: the model's own, or generated with --paper)")
     ap.add_argument("--threads", type=int, help="llama.cpp threads (default: the backend's)")
     ap.add_argument("--json", help="also write the outcomes, machine, date and versions to this JSON file")
     args = ap.parse_args(argv)
@@ -103,8 +105,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="selfrag-docs-") as tmp:
         index_path(args.corpus, Path(tmp) / "store", progress=False)
-        chain = SelfRAGChain(lm, open_store(Path(tmp) / "store"), SelfRAGConfig.paper() if args.paper else None)
-        bars = {"abstain_isrel": chain.config.abstain_isrel, "abstain_issup": chain.config.abstain_issup}
+        form = {"answer_form": args.answer_form} if args.answer_form else {}
+        config = SelfRAGConfig.paper(**form) if args.paper else SelfRAGConfig(**form)
+        chain = SelfRAGChain(lm, open_store(Path(tmp) / "store"), config)
+        bars = {"abstain_isrel": chain.config.abstain_isrel, "abstain_issup": chain.config.abstain_issup,
+                "answer_form": chain.config.answer_form}
         for row in rows:
             out = chain.invoke(row["question"])
             cited = [str(d.metadata.get("source")) for d in out["citations"]]
@@ -116,7 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f" {cited}")
     summary = summarise(outcomes)
     a, n = summary["answerable"], summary["near_miss"]
-    print(f"\n{Path(str(model)).name} at IsRel {bars['abstain_isrel']:g} / IsSup {bars['abstain_issup']:g}: "
+    print(f"\n{Path(str(model)).name} at IsRel {bars['abstain_isrel']:g} / IsSup {bars['abstain_issup']:g}, "
+          f"{bars['answer_form']} answers: "
           f"explained {a['explained']}/{a['n']} answerable questions (abstained {a['abstained']}, answered without "
           f"citing the source {a['answered_without_the_source']}, cited it but not its sentence "
           f"{a['cited_but_not_its_sentence']}); abstained on {n['abstained']}/{n['n']} near misses")

@@ -228,7 +228,7 @@ def record(q: Mapping[str, Any], out: Mapping[str, Any]) -> dict[str, Any]:
             continue
         idx = t.get("passage")
         trace.append({"source": source_of(passages[idx]) if isinstance(idx, int) and idx < len(passages) else None,
-                      "passage": idx, "text": t.get("text", ""), "isrel": t.get("isrel"), "issup": t.get("issup"),
+                      "passage": idx, "text": t.get("text", ""), "answer": t.get("answer"), "isrel": t.get("isrel"), "issup": t.get("issup"),
                       "isuse": t.get("isuse"), "score": t.get("score"), "chosen": bool(t.get("chosen")),
                       "dropped": bool(t.get("dropped"))})
     return {**dict(q), "signals": A.signals(out), "answer": out.get("answer", ""), "abstained": bool(out.get("abstained")),
@@ -241,12 +241,26 @@ def key(r: Mapping[str, Any]) -> tuple:
     return (r["kind"], r["split"], r["part"], r["question"])
 
 
+def suite_config(args: argparse.Namespace) -> Any:
+    """The chain settings of the runs: the defaults or ``--paper``, with ``--answer-form`` when given."""
+    from langchain_selfrag.config import SelfRAGConfig
+
+    form = {"answer_form": args.answer_form} if args.answer_form else {}
+    return SelfRAGConfig.paper(**form) if args.paper else SelfRAGConfig(**form)
+
+
+def answer_form_of(args: argparse.Namespace, lm: Any) -> str:
+    """The answer form the runs use: ``--answer-form``, else the model's own (generated with ``--paper``)."""
+    from langchain_selfrag.abstention import calibrated_config
+
+    return calibrated_config(suite_config(args), lm).answer_form
+
+
 def run_kind(kind: str, split: str, args: argparse.Namespace, lm: Any, out_file: Path, done: set) -> int:
     """Index one kind's documents and ask all its questions; appends one JSONL line per run."""
     from tqdm import tqdm
 
     from langchain_selfrag import SelfRAGChain
-    from langchain_selfrag.config import SelfRAGConfig
     from langchain_selfrag.retrieval import open_store
 
     try:
@@ -258,7 +272,7 @@ def run_kind(kind: str, split: str, args: argparse.Namespace, lm: Any, out_file:
     todo = [q for q in questions if (kind, split, q["part"], q["question"]) not in done]
     if not todo:
         return 0
-    config = SelfRAGConfig.paper() if args.paper else SelfRAGConfig()
+    config = suite_config(args)
     with tempfile.TemporaryDirectory() as tmp:
         store = open_store(index_folder(docs, Path(tmp), index_options(args.chunk_size, args.chunk_overlap)))
         chain = SelfRAGChain(lm, store, config)
@@ -295,7 +309,7 @@ def would_be_answer(r: Mapping[str, Any]) -> tuple[str, list[str]]:
     cand = chosen_candidate(r)
     if cand is None:
         return "", []
-    return cand.get("text") or "", [cand["source"]] if cand.get("source") else []
+    return cand.get("answer") or cand.get("text") or "", [cand["source"]] if cand.get("source") else []
 
 
 #: Confidences a run can be ranked by, from its own trace (all in [0, 1], higher = surer).
@@ -386,9 +400,11 @@ CALIBRATION_KIND = {"answerable": "answerable", "near_miss": "near_miss", "unans
                     "noise_only": "near_miss", "off_topic": "off_topic"}
 
 
-def fit_calibration(records: Sequence[Mapping[str, Any]], model: str, out: Path) -> AbstentionCalibration:
+def fit_calibration(records: Sequence[Mapping[str, Any]], model: str, out: Path,
+                    answer_form: str | None = None) -> AbstentionCalibration:
     """Choose the model's abstention bars on validation records (``selfrag calibrate``'s rule), write
-    them to ``out`` as its calibration and return it; the test part is never used for this."""
+    them to ``out`` as its calibration (with the ``answer_form`` the runs used) and return it; the test
+    part is never used for this."""
     from langchain_selfrag.calibrate.fit import calibration
 
     if any(r["split"] != "validation" for r in records):
@@ -396,7 +412,8 @@ def fit_calibration(records: Sequence[Mapping[str, Any]], model: str, out: Path)
     rows = [{"question": r["question"], "kind": CALIBRATION_KIND[r["part"]], "signals": r["signals"],
              "right": r["part"] == "answerable" and answer_right(r, *would_be_answer(r))} for r in records]
     kinds = sorted({r["kind"] for r in records})
-    fitted = calibration(rows, model, fitted_on=f"trust suite, validation part ({', '.join(kinds)})")
+    fitted = calibration(rows, model, fitted_on=f"trust suite, validation part ({', '.join(kinds)})",
+                         answer_form=answer_form)
     fitted.save(out)
     return fitted
 
@@ -443,6 +460,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: $SELFRAG_THREADS or all)")
     ap.add_argument("--paper", action="store_true", help="SelfRAGConfig.paper() instead of the defaults")
+    ap.add_argument("--answer-form", choices=("generated", "sentence"),
+                    help="SelfRAGConfig.answer_form (default: the model's own, or generated with --paper)")
     ap.add_argument("--chunk-size", type=int, help="selfrag index --chunk-size (default: the command's)")
     ap.add_argument("--chunk-overlap", type=int, help="selfrag index --chunk-overlap (default: the command's)")
     ap.add_argument("--confidence", choices=sorted(CONFIDENCES), default="chain")
@@ -475,7 +494,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                   "n_squad": args.n_squad,
                                                   "n_squad_unanswerable": args.n_squad_unanswerable, "seed": args.seed,
                                                   "squad_holdout_articles": list(args.squad_holdout_articles),
-                                                  "chunk_size": args.chunk_size, "chunk_overlap": args.chunk_overlap},
+                                                  "chunk_size": args.chunk_size, "chunk_overlap": args.chunk_overlap,
+                                                  "answer_form": answer_form_of(args, lm)},
                                                  indent=1))
         done = {key(r) for r in read_records(records_file)}
         for kind in kinds:
@@ -486,7 +506,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if (out / "run.json").is_file():
         summary["model"] = Path(json.loads((out / "run.json").read_text())["model"]).name
     if args.fit_calibration:
-        bars = fit_calibration(records, summary["model"], Path(args.fit_calibration)).bars
+        run = json.loads((out / "run.json").read_text()) if (out / "run.json").is_file() else {}
+        bars = fit_calibration(records, summary["model"], Path(args.fit_calibration), run.get("answer_form")).bars
         summary["at_fitted_bars"] = {**bars, "kinds": parts_at(records, bars["abstain_isrel"], bars["abstain_issup"])}
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     title = f"trust suite, {args.split} part: risk-coverage by kind of text (confidence: {args.confidence})"

@@ -14,6 +14,8 @@ irrelevant passages. So a model carries its own :class:`AbstentionCalibration`:
 
 ``SelfRAGConfig`` bars left at None are filled from the model's calibration when the chain's context
 is built (:func:`calibrated_config`); bars set explicitly, and ``SelfRAGConfig.paper()``, are kept.
+A calibration may also name the ``answer_form`` it was fitted with (the bars were chosen for answers
+of that form); an ``answer_form`` left at None takes it, else :data:`DEFAULT_ANSWER_FORM`.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from .errors import SelfRAGError
 
 #: Bars of a model without a calibration (see the module docstring).
 DEFAULT_BARS = {"abstain_isrel": 0.5, "abstain_issup": 0.25}
+#: Answer form of a model whose calibration names none: the model's own words.
+DEFAULT_ANSWER_FORM = "generated"
 #: Suffix of a calibration file written beside a model file.
 SIDECAR_SUFFIX = ".calibration.json"
 #: The bundled model's calibration, in its folder.
@@ -51,8 +55,11 @@ class AbstentionCalibration:
     rule: str = ""
     fitted_on: dict[str, Any] = field(default_factory=dict)
     expected: dict[str, Any] = field(default_factory=dict)
+    answer_form: str | None = None
 
     def __post_init__(self) -> None:
+        if self.answer_form not in (None, "generated", "sentence"):
+            raise CalibrationError(f"answer_form must be generated, sentence or absent, not {self.answer_form!r}")
         for name in ("abstain_isrel", "abstain_issup"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not math.isfinite(value) or not 0.0 <= value <= 1.0:
@@ -63,13 +70,17 @@ class AbstentionCalibration:
         return {"abstain_isrel": float(self.abstain_isrel), "abstain_issup": float(self.abstain_issup)}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, **asdict(self)}
+        data = {"schema": SCHEMA, **asdict(self)}
+        if data["answer_form"] is None:  # files of models fitted before answer forms stay as they were
+            del data["answer_form"]
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> AbstentionCalibration:
         try:
             return cls(str(data["model"]), float(data["abstain_isrel"]), float(data["abstain_issup"]),
-                       str(data.get("rule", "")), dict(data.get("fitted_on") or {}), dict(data.get("expected") or {}))
+                       str(data.get("rule", "")), dict(data.get("fitted_on") or {}), dict(data.get("expected") or {}),
+                       data.get("answer_form"))
         except (KeyError, TypeError, ValueError) as exc:
             raise CalibrationError(f"not an abstention calibration: {exc}") from exc
 
@@ -135,17 +146,21 @@ def calibration_for(model_path: str | Path | None) -> AbstentionCalibration | No
 
 def bars_for(lm: Any) -> tuple[dict[str, float], str]:
     """``(bars, where from)`` for the model behind ``lm``: its calibration, else :data:`DEFAULT_BARS`."""
-    path = model_path_of(lm)
-    cal = calibration_for(path)
+    cal = calibration_for(model_path_of(lm))
     if cal is not None:
         return cal.bars, f"calibration of {cal.model}"
     return dict(DEFAULT_BARS), "defaults (no calibration for this model)"
 
 
 def calibrated_config(config: Any, lm: Any) -> Any:
-    """``config`` with each abstention bar left at None filled from the model's bars (:func:`bars_for`)."""
+    """``config`` with each abstention bar left at None filled from the model's bars (:func:`bars_for`)
+    and an ``answer_form`` left at None from its calibration (else :data:`DEFAULT_ANSWER_FORM`)."""
     unset = [name for name in DEFAULT_BARS if getattr(config, name) is None]
-    if not unset:
+    if not unset and config.answer_form is not None:
         return config
-    bars, _ = bars_for(lm)
-    return config.with_(**{name: bars[name] for name in unset})
+    cal = calibration_for(model_path_of(lm))
+    bars = cal.bars if cal is not None else DEFAULT_BARS
+    changes: dict[str, Any] = {name: bars[name] for name in unset}
+    if config.answer_form is None:
+        changes["answer_form"] = (cal.answer_form if cal is not None else None) or DEFAULT_ANSWER_FORM
+    return config.with_(**changes)

@@ -8,10 +8,12 @@ from typing import Any, Literal
 from .scoring import Weights
 
 RetrievalMode = Literal["adaptive", "always", "never"]
+AnswerForm = Literal["generated", "sentence"]
 
 
 #: The settings in which the paper's behaviour differs from the defaults (:meth:`SelfRAGConfig.paper`).
-PAPER_SETTINGS: dict[str, Any] = {"abstain_isrel": 0.0, "abstain_issup": 0.0, "abstain_closed_book": False}
+PAPER_SETTINGS: dict[str, Any] = {"abstain_isrel": 0.0, "abstain_issup": 0.0, "abstain_closed_book": False,
+                                   "answer_form": "generated"}
 
 
 class ConfigError(ValueError):
@@ -57,6 +59,10 @@ class SelfRAGConfig:
         None, "abstention bar of a run that retrieved: abstain when the selected answer's IsSup is below this "
         "(its passage does not support it); 0 turns it off. None: the model's own bar (see abstain_isrel), "
         "else 0.25")
+    answer_form: AnswerForm | None = _knob(
+        None, "short-form answer from a passage: generated (the model's words) or sentence (the sentence of the "
+        "cited passage that holds the model's answer, quoted whole; the generated words when no sentence holds "
+        "them). None: the model's own choice, from its calibration (see abstain_isrel), else generated")
     closed_set: bool = _knob(False, "aggregate identical answers across passages (options / true-false tasks)")
     max_passage_tokens: int | None = _knob(
         None, "cap on the tokens of one passage's text in an evidence prompt; longer passages are cut with the "
@@ -95,6 +101,8 @@ class SelfRAGConfig:
     def __post_init__(self) -> None:
         if self.mode not in ("adaptive", "always", "never"):
             raise ConfigError(f"mode must be adaptive, always or never, not {self.mode!r}")
+        if self.answer_form not in (None, "generated", "sentence"):
+            raise ConfigError(f"answer_form must be generated, sentence or None, not {self.answer_form!r}")
         for name in ("k", "beam_width", "max_segments", "max_new_tokens", "step_budget", "max_retrieval_rounds"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:

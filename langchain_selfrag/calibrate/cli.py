@@ -44,7 +44,7 @@ def store_documents(store: Any) -> tuple[dict[str, list[str]], dict[str, str]]:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from ..abstention import sidecar_path
+    from ..abstention import calibrated_config, sidecar_path
     from ..chain import SelfRAGChain
     from ..config import SelfRAGConfig
     from ..graph.context import default_lm, default_model_path
@@ -76,12 +76,15 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     print(f"calibrating {Path(model).name} on {len(questions)} questions "
           f"({', '.join(f'{k} {sum(q.kind == k for q in questions)}' for k in ('answerable', 'near_miss', 'off_topic'))})",
           file=sys.stderr)
-    chain = SelfRAGChain(default_lm(model), store, SelfRAGConfig.paper(k=args.k))
+    lm = default_lm(model)
+    form = args.answer_form or calibrated_config(SelfRAGConfig.paper(answer_form=None), lm).answer_form
+    chain = SelfRAGChain(lm, store, SelfRAGConfig.paper(k=args.k, answer_form=form))
     records = collect(chain, questions, progress=not args.quiet)
     if args.records:
         Path(args.records).write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     cal = calibration(records, Path(model).name, rule=args.rule, target=args.target,
-                      fitted_on=args.questions or f"generated from {args.chroma_url or args.store} (seed {args.seed})")
+                      fitted_on=args.questions or f"generated from {args.chroma_url or args.store} (seed {args.seed})",
+                      answer_form=form)
     cal.save(out)
     if args.json:
         print(json.dumps({**cal.to_dict(), "path": str(out)}))
@@ -98,7 +101,7 @@ def format_calibration(cal: Any, path: Path) -> str:
     """The bars, where they were written, and what they are expected to give against the bars off."""
     exp, off = cal.expected, cal.expected.get("bars_off") or {}
     lines = [f"abstain_isrel = {cal.abstain_isrel:g}, abstain_issup = {cal.abstain_issup:g}  (written to {path})",
-             f"rule: {cal.rule}", "", "expected on these questions      with the bars   bars off"]
+             f"rule: {cal.rule}", f"answers judged as: {cal.answer_form or 'generated'}", "", "expected on these questions      with the bars   bars off"]
     for kind, share in (exp.get("handled") or {}).items():
         what = "answered right" if kind == "answerable" else "abstained"
         lines.append(f"  {kind:<12} {what:<18} {_pct(share):>8}   {_pct((off.get('handled') or {}).get(kind)):>8}")
@@ -123,6 +126,9 @@ def register(sub: Any) -> None:
     p.add_argument("--off-topic", type=int, default=30, help="built-in off-topic questions")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--k", type=int, default=5, help="passages per question")
+    p.add_argument("--answer-form", choices=("generated", "sentence"),
+                   help="the answers to judge and fit the bars for: the model's words or the passage sentence that "
+                        "holds them (default: the form the model's calibration names, else generated)")
     p.add_argument("--rule", default="balanced", help="balanced (default) or accuracy")
     p.add_argument("--target", type=float, default=0.8, help="selective accuracy to reach with --rule accuracy")
     p.add_argument("--out", help="calibration file (default: <model file>.calibration.json beside the model)")

@@ -127,8 +127,9 @@ def choose(records: Sequence[Mapping[str, Any]], rule: str = "balanced", target:
 
 
 def calibration(records: Sequence[Mapping[str, Any]], model: str, *, rule: str = "balanced", target: float = 0.8,
-                fitted_on: str = "") -> AbstentionCalibration:
-    """The bars :func:`choose` picks, as a calibration of the model file ``model`` with its expected figures."""
+                fitted_on: str = "", answer_form: str | None = None) -> AbstentionCalibration:
+    """The bars :func:`choose` picks, as a calibration of the model file ``model`` with its expected figures
+    (``answer_form``: the form of the answers the records were judged on, kept in the calibration)."""
     row, rows = choose(records, rule, target)
     counts = {k: len(v) for k, v in sets_of(records).items()}
     rule_text = ("highest mean share handled right over " + ", ".join(counts) + ", ties to more answerable right, "
@@ -138,4 +139,4 @@ def calibration(records: Sequence[Mapping[str, Any]], model: str, *, rule: str =
     return AbstentionCalibration(model=model, abstain_isrel=float(row["abstain_isrel"]),
                                  abstain_issup=float(row["abstain_issup"]), rule=rule_text,
                                  fitted_on={"questions": counts, "set": fitted_on},
-                                 expected={**figures(row), "bars_off": figures(bars_off)})
+                                 expected={**figures(row), "bars_off": figures(bars_off)}, answer_form=answer_form)

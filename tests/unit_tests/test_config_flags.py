@@ -20,8 +20,9 @@ def _other_value(name: str):
     hint = HINTS[name]
     if hint is bool:
         return not default
-    if typing.get_origin(hint) is typing.Literal:
-        return next(v for v in typing.get_args(hint) if v != default)
+    literal = [a for a in (hint, *typing.get_args(hint)) if typing.get_origin(a) is typing.Literal]
+    if literal:  # a Literal, or Literal | None
+        return next(v for v in typing.get_args(literal[0]) if v != default)
     if name in ("threshold", "abstain_isrel", "abstain_issup", "rho"):
         return 0.35
     if isinstance(default, float):

@@ -59,6 +59,15 @@ def sweep_row(ev: Mapping[str, Any], bars: Mapping[str, float]) -> dict[str, Any
     return None
 
 
+def answer_form_lines(cal: Mapping[str, Any]) -> list[str]:
+    """What the calibration's answer form means for the answers (nothing for the model's own words)."""
+    if cal.get("answer_form") != "sentence":
+        return []
+    return [("Answers from a passage are quoted: the calibration sets `answer_form=\"sentence\"`, so an answer is the "
+             "sentence of the cited passage that holds the model's words, and the bars were fitted on answers of that "
+             "form. The held-out SQuAD figures below judge the model's own words."), ""]
+
+
 def calibration_lines(cal: Mapping[str, Any]) -> list[str]:
     """The bundled calibration: the default bars, what they were fitted on and what they are expected to give."""
     fitted = cal.get("fitted_on") or {}
@@ -72,6 +81,7 @@ def calibration_lines(cal: Mapping[str, Any]) -> list[str]:
          f"by the rule of `selfrag calibrate`: {cal.get('rule', '')}. The test part of the same suite, used for no "
          "choice, is in the trust section above."),
         "",
+        *answer_form_lines(cal),
         "| on the fitting set | n | with these bars | with no bars |",
         "|---|---|---|---|",
     ]

@@ -51,10 +51,12 @@ def signals(out: Mapping[str, Any], *, source: bool = True) -> dict[str, Any]:
 
 def chosen_text(record: Mapping[str, Any]) -> str:
     """The answer the run chose before any abstention replaced it: the answer itself when the run
-    answered, else the text of the candidates ``select`` had chosen."""
+    answered, else the answer of the candidates ``select`` had chosen (their ``answer``: their text, or
+    the sentence quoting it under ``answer_form="sentence"``)."""
     if not record.get("abstained"):
         return str(record.get("answer") or "")
-    return " ".join(str(t.get("text") or "") for t in record.get("trace") or [] if t.get("chosen")).strip()
+    return " ".join(str(t.get("answer") or t.get("text") or "") for t in record.get("trace") or []
+                    if t.get("chosen")).strip()
 
 
 def _evidence_abstention(reason: str | None) -> bool:

@@ -9,6 +9,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from ... import scoring as S
+from ...answer_sentence import quoted_answer
 from ...lm.protocol import approximation
 from ..context import SelfRAGContext
 from ..state import SelfRAGState
@@ -36,13 +37,16 @@ def closed_set_key(answer: str, options: Sequence[str] | Mapping[str, str] | Non
     return norm
 
 
-def _public(cand: Mapping[str, Any], selected: set[int], chosen: set[int], approximate: str | None) -> dict[str, Any]:
+def _public(cand: Mapping[str, Any], selected: set[int], chosen: set[int], approximate: str | None,
+            answer: str) -> dict[str, Any]:
     """The trace entry of a candidate. ``chosen``: ``select`` picked it (even when the run then
     abstained); ``selected``: it is in the answer. ``round``: the retrieval round it came from.
-    ``approximate``: why the backend's critique probabilities are not the model's own, else None."""
+    ``approximate``: why the backend's critique probabilities are not the model's own, else None.
+    ``answer``: the answer the candidate gives (``text``, or the passage sentence that holds it)."""
     return {
         "passage": cand.get("passage"),
         "text": cand.get("text", ""),
+        "answer": answer,
         "isrel": cand.get("isrel"),
         "issup": cand.get("issup"),
         "isuse": cand.get("isuse"),
@@ -78,6 +82,16 @@ def _choose_short(state: Mapping[str, Any], cfg: Any) -> list[Mapping[str, Any]]
     return [max(with_text, key=lambda c: c["score"])]
 
 
+def candidate_answer(cand: Mapping[str, Any], passages: Sequence[Any], cfg: Any, question: str) -> str:
+    """What a short-form candidate answers: its text, or with ``answer_form="sentence"`` the sentence of
+    its passage that holds that text (:func:`~langchain_selfrag.answer_sentence.quoted_answer`)."""
+    text = cand.get("text", "")
+    index = cand.get("passage")
+    if cfg.answer_form != "sentence" or cfg.long_form or not isinstance(index, int) or index >= len(passages):
+        return text
+    return quoted_answer(text, passages[index].page_content, question)
+
+
 def select(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, Any]:
     """Pick the answer: the best candidate (short form, closed-set aggregated) or the best beam.
 
@@ -86,6 +100,9 @@ def select(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, A
     ``abstain_isrel`` or the selected answer's IsSup is below ``abstain_issup``
     (:func:`.abstain.evidence_reason`). An answer the model chose to give without retrieval is not held to
     the bars; with ``abstain_closed_book`` it is an abstention when a source was there.
+
+    With ``answer_form="sentence"`` a short-form answer from a passage is the sentence of that passage
+    that holds the generated text (:func:`candidate_answer`).
 
     Long-form segments generated from a passage carry ``[n]``, n indexing ``citations`` (from 1),
     when the model judged the passage [Relevant] and the segment not [No support / Contradictory]
@@ -107,9 +124,11 @@ def select(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, A
     if cfg.long_form:
         texts, citations = segment_texts(chosen, passages)
     else:
-        texts, citations = [c.get("text", "") for c in chosen[:1]], short_citations(chosen, passages)
+        texts = [candidate_answer(c, passages, cfg, state.get("question", "")) for c in chosen[:1]]
+        citations = short_citations(chosen, passages)
     approximate = approximation(ctx.lm)
-    trace = [_public(c, selected, picked, approximate) for c in state.get("trace") or []]
+    trace = [_public(c, selected, picked, approximate, candidate_answer(c, passages, cfg, state.get("question", "")))
+             for c in state.get("trace") or []]
     trace = with_round_entries(state, ctx, trace)
     emit(runtime, "selection", selected=sorted(selected), abstain_reason=reason)
     return {

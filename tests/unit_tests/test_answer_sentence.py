@@ -1,0 +1,110 @@
+"""``answer_form="sentence"``: the answer is the cited passage's sentence that holds the model's words."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from langchain_selfrag.abstention import (
+    AbstentionCalibration,
+    CalibrationError,
+    calibrated_config,
+    sidecar_path,
+)
+from langchain_selfrag.answer_sentence import passage_sentences, quoted_answer, sentence_with
+from langchain_selfrag.chain import SelfRAGChain
+from langchain_selfrag.config import ConfigError, SelfRAGConfig
+from langchain_selfrag.evaluation.qa import abstention as A
+from langchain_selfrag.fakes import FakeReflectionLM, FakeSegment
+from tests.unit_tests.test_abstention import bm25
+
+README_LIKE = """Colour
+
+termcolor obeys these rules, in order:
+
+1. Setting the NO_COLOR environment variable to any non-empty value
+   disables colour.
+2. Setting the FORCE_COLOR environment variable to any non-empty value forces colour.
+
+>>> humanize.naturalsize(1_000_000)
+'1.0 MB'
+
+The project is released under the MIT License. It was submitted by Dr. Ada Vell in 2020.
+Dr. Ada Vell wrote the parser."""
+
+TAMSIN = "The clock has four faces and a bell named Old Tamsin that strikes every hour."
+
+
+def test_passage_sentences_join_wrapped_lines_and_keep_list_items_apart() -> None:
+    got = passage_sentences(README_LIKE)
+    assert "Setting the NO_COLOR environment variable to any non-empty value disables colour." in got
+    assert "Setting the FORCE_COLOR environment variable to any non-empty value forces colour." in got
+    assert ">>> humanize.naturalsize(1_000_000) '1.0 MB'" in got  # a doctest output stays with its call
+    assert "It was submitted by Dr. Ada Vell in 2020." in got  # "Dr." ends no sentence
+    assert "1." not in got and "Colour" in got
+
+
+def test_sentence_with_matches_whole_words_and_prefers_the_sentence_the_question_asks_about() -> None:
+    assert sentence_with("FORCE_COLOR", README_LIKE) == (
+        "Setting the FORCE_COLOR environment variable to any non-empty value forces colour.")
+    assert sentence_with("MIT", README_LIKE) == "The project is released under the MIT License."  # not "subMITted"
+    assert sentence_with("1.0 MB", README_LIKE) == ">>> humanize.naturalsize(1_000_000) '1.0 MB'"
+    assert sentence_with("Dr. Ada Vell", README_LIKE, "Who wrote the parser?") == "Dr. Ada Vell wrote the parser."
+    assert sentence_with("Dr. Ada Vell", README_LIKE, "When was it submitted?") == (
+        "It was submitted by Dr. Ada Vell in 2020.")
+    assert sentence_with("Ada Vell wrote", README_LIKE, "Who?") == "Dr. Ada Vell wrote the parser."
+    # not in the passage word for word, nothing to quote, or already the whole sentence: no sentence
+    assert sentence_with("GPL", README_LIKE) is None
+    assert sentence_with("...", README_LIKE) is None
+    assert sentence_with("Dr. Ada Vell wrote the parser", README_LIKE) is None
+    assert quoted_answer("GPL", README_LIKE) == "GPL" and quoted_answer("MIT", None) == "MIT"
+
+
+def tamsin_lm(text: str = "Old Tamsin.") -> FakeReflectionLM:
+    return FakeReflectionLM(retrieve=0.9, passages={"Old Tamsin": FakeSegment(text, isrel=0.97)},
+                            default=FakeSegment("A guess.", isrel=0.05, issup="partial"))
+
+
+def test_the_chain_quotes_the_sentence_that_holds_the_answer_and_keeps_the_generation_in_the_trace(
+        tmp_path: Path) -> None:
+    question = "What is the bell of the Dunmore Clock called?"
+    out = SelfRAGChain(tamsin_lm(), bm25(), SelfRAGConfig(answer_form="sentence")).invoke(question)
+    assert not out["abstained"] and out["answer"] == TAMSIN
+    assert [d.metadata["source"] for d in out["citations"]] == ["dunmore_clock.txt"]
+    chosen = [t for t in out["trace"] if t["chosen"]]
+    assert chosen[0]["text"] == "Old Tamsin." and chosen[0]["answer"] == TAMSIN
+    # generated form, and the paper's preset: the model's own words
+    assert SelfRAGChain(tamsin_lm(), bm25(), SelfRAGConfig(answer_form="generated")).invoke(question)["answer"] == (
+        "Old Tamsin.")
+    assert SelfRAGConfig.paper().answer_form == "generated"
+    # words the passage does not hold are given as generated
+    paraphrase = SelfRAGChain(tamsin_lm("Old Tamsin, a bell."), bm25(), SelfRAGConfig(answer_form="sentence"))
+    assert paraphrase.invoke(question)["answer"] == "Old Tamsin, a bell."
+    # an abstained run's would-be answer is the sentence too (what the calibration judges)
+    strict = SelfRAGChain(tamsin_lm(), bm25(), SelfRAGConfig(answer_form="sentence", abstain_isrel=0.99))
+    held = strict.invoke(question)
+    assert held["abstained"] and A.chosen_text(held) == TAMSIN
+
+
+def test_the_answer_form_comes_from_the_models_calibration_else_generated(tmp_path: Path) -> None:
+    lm = tamsin_lm()
+    lm.model_path = str(tmp_path / "mine.gguf")
+    assert SelfRAGConfig().answer_form is None
+    assert calibrated_config(SelfRAGConfig(), lm).answer_form == "generated"
+    cal = AbstentionCalibration("mine.gguf", 0.4, 0.1, answer_form="sentence")
+    cal.save(sidecar_path(lm.model_path))
+    assert AbstentionCalibration.load(sidecar_path(lm.model_path)) == cal
+    chain = SelfRAGChain(lm, bm25())
+    assert (chain.config.answer_form, chain.config.abstain_isrel) == ("sentence", 0.4)
+    assert chain.invoke("What is the bell of the Dunmore Clock called?")["answer"] == TAMSIN
+    assert SelfRAGChain(lm, bm25(), SelfRAGConfig(answer_form="generated")).config.answer_form == "generated"
+    # explicit bars do not stop the form from being filled in
+    assert calibrated_config(SelfRAGConfig(abstain_isrel=0.2, abstain_issup=0.0), lm).answer_form == "sentence"
+    # a calibration without a form reads and writes as before
+    plain = AbstentionCalibration("mine.gguf", 0.4, 0.1)
+    assert "answer_form" not in plain.to_dict() and AbstentionCalibration.from_dict(plain.to_dict()) == plain
+    with pytest.raises(CalibrationError, match="answer_form"):
+        AbstentionCalibration("mine.gguf", 0.4, 0.1, answer_form="paraphrase")
+    with pytest.raises(ConfigError, match="answer_form"):
+        SelfRAGConfig(answer_form="quote")
