@@ -101,7 +101,8 @@ def format_calibration(cal: Any, path: Path) -> str:
     """The bars, where they were written, and what they are expected to give against the bars off."""
     exp, off = cal.expected, cal.expected.get("bars_off") or {}
     lines = [f"abstain_isrel = {cal.abstain_isrel:g}, abstain_issup = {cal.abstain_issup:g}  (written to {path})",
-             f"rule: {cal.rule}", f"answers judged as: {cal.answer_form or 'generated'}", "", "expected on these questions      with the bars   bars off"]
+             f"rule: {cal.rule}", f"answers judged as: {cal.answer_form or 'generated'}", "",
+             "expected on these questions      with the bars   bars off"]
     for kind, share in (exp.get("handled") or {}).items():
         what = "answered right" if kind == "answerable" else "abstained"
         lines.append(f"  {kind:<12} {what:<18} {_pct(share):>8}   {_pct((off.get('handled') or {}).get(kind)):>8}")

@@ -44,6 +44,14 @@ def test_calibrate_writes_beside_the_model_and_chains_use_it(tmp_path: Path, bun
     assert 0.0 <= cal.expected["coverage"] <= 1.0
     chain = SelfRAGChain(load_reflection_lm(str(model)), open_store(store))
     assert (chain.config.abstain_isrel, chain.config.abstain_issup) == (cal.abstain_isrel, cal.abstain_issup)
+    assert cal.answer_form == "generated" == chain.config.answer_form  # a model of its own: its own words
+    # fitted for quoted sentences, the form is kept in the calibration and by the next fit without the flag
+    for flags in (("--answer-form", "sentence"), ()):
+        done = selfrag("calibrate", "--store", str(store), "--model", str(model), "--off-topic", "3", "--quiet", *flags)
+        assert done.returncode == 0, done.stderr
+        assert "answers judged as: sentence" in done.stdout
+        assert AbstentionCalibration.load(path).answer_form == "sentence"
+    assert SelfRAGChain(load_reflection_lm(str(model)), open_store(store)).config.answer_form == "sentence"
 
 
 @pytest.mark.slow

@@ -108,3 +108,12 @@ def test_the_answer_form_comes_from_the_models_calibration_else_generated(tmp_pa
         AbstentionCalibration("mine.gguf", 0.4, 0.1, answer_form="paraphrase")
     with pytest.raises(ConfigError, match="answer_form"):
         SelfRAGConfig(answer_form="quote")
+
+
+def test_table_rows_and_long_units_are_not_quoted_whole() -> None:
+    table = ("Benchmarks\n\n| | ujson | json\nArray with 256 doubles | | |\nencode | 18,282 | 5,935\n"
+             "decode | 28,765 | 13,367\n\n" + "word " * 70 + "with 42 in it")
+    units = passage_sentences(table)
+    assert "encode | 18,282 | 5,935" in units and "decode | 28,765 | 13,367" in units
+    assert sentence_with("18,282", table) == "encode | 18,282 | 5,935"
+    assert sentence_with("42", table) is None  # a 70-word unit is no quote
