@@ -158,7 +158,12 @@ def calibrated_config(config: Any, lm: Any) -> Any:
     unset = [name for name in DEFAULT_BARS if getattr(config, name) is None]
     if not unset and config.answer_form is not None:
         return config
-    cal = calibration_for(model_path_of(lm))
+    try:
+        cal = calibration_for(model_path_of(lm))
+    except CalibrationError:
+        if unset:  # the bars must come from it: say what is wrong
+            raise
+        cal = None  # bars set by hand never read it; the form falls back to the default
     bars = cal.bars if cal is not None else DEFAULT_BARS
     changes: dict[str, Any] = {name: bars[name] for name in unset}
     if config.answer_form is None:

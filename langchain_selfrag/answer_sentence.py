@@ -13,40 +13,56 @@ from collections.abc import Sequence
 
 from .restraint.claims import split_sentences
 
-#: A line that stands on its own: a list item, heading, table row, quote, directive or code prompt.
-_OWN_LINE = re.compile(r"^\s*(?:[-*+\u2022]\s|\d{1,3}[.)]\s|#|\||>|\.\. |:\w|\$\s)|\s\|\s")
+#: A line that is a unit of its own and takes no continuation: a heading or a table row.
+_CLOSED_LINE = re.compile(r"^(?:#|\||=+$|-+$)|\s\|\s")
+#: A line that opens a unit which the plain lines after it continue: a bullet, a quote, a directive,
+#: a doctest or shell prompt (its output follows).
+_OPEN_LINE = re.compile(r"^(?:[-*+\u2022]\s|>|\.\. |:\w|\$\s)")
+#: A numbered item ("3. ", "3) "); it opens a unit only in a block that starts as a list, so that a
+#: hard-wrapped line starting "250. Most of it" stays in its sentence.
+_NUMBERED = re.compile(r"^\d{1,3}[.)]\s")
 #: Markers that open such a line and are not part of what it says.
-_MARKER = re.compile(r"^\s*(?:[-*+\u2022]|\d{1,3}[.)]|#+|>(?!>))\s+")
+_MARKER = re.compile(r"^(?:[-*+\u2022]|\d{1,3}[.)]|#+|>(?!>))\s+")
 _WORD = re.compile(r"\w+")
 #: Longer units (a table flattened into one line, a paragraph without full stops) are not quoted.
 MAX_QUOTE_WORDS = 60
+#: Words that say nothing on their own: an answer made only of them is not looked for in the passage.
+_EMPTY_WORDS = frozenset({"a", "an", "the", "of", "in", "on", "at", "to", "for", "and", "or", "is", "are", "was",
+                          "were", "be", "it", "its", "this", "that", "yes", "no", "not", "none", "true", "false"})
+
+
+def _units(block: str) -> list[str]:
+    """The units of one block (text between blank lines): headings and table rows alone, a list item or
+    a prompt with the plain lines after it, and each run of plain lines as one paragraph."""
+    lines = [ln.strip() for ln in block.splitlines() if ln.strip()]
+    is_list = bool(lines) and bool(_OPEN_LINE.match(lines[0]) or _NUMBERED.match(lines[0]))
+    units: list[list[str]] = []
+    open_unit = False  # the last unit takes the plain lines that follow
+    for line in lines:
+        if _CLOSED_LINE.search(line):
+            units.append([line])
+            open_unit = False
+        elif _OPEN_LINE.match(line) or (is_list and _NUMBERED.match(line)):
+            units.append([line])
+            open_unit = True
+        elif open_unit:
+            units[-1].append(line)
+        else:
+            units.append([line])
+            open_unit = True
+    return [" ".join(unit) for unit in units]
 
 
 def passage_sentences(text: str) -> list[str]:
     """The sentences of a passage, each an exact piece of it up to white space and list or heading markers.
 
-    A paragraph's wrapped lines are joined before it is split into sentences; in a block with list
-    items, headings, table rows, quoted lines or code, every line is a unit of its own, except an
-    indented line, which continues the list item above it, and a doctest's output, which stays with
-    its ``>>>`` line.
+    A block's plain lines are joined (a wrapped paragraph, a list item's continuation, a doctest's
+    output after its ``>>>`` line); headings and table rows are units of their own (:func:`_units`).
     """
     units: list[str] = []
     for block in re.split(r"\n\s*\n", text or ""):
-        lines = [ln.rstrip() for ln in block.splitlines() if ln.strip()]
-        if not lines:
-            continue
-        if any(_OWN_LINE.search(ln) for ln in lines):
-            groups: list[str] = []
-            for ln in lines:
-                continues = ln[:1].isspace() or groups[-1].startswith(">>>") if groups else False
-                if continues and not _OWN_LINE.search(ln):
-                    groups[-1] += " " + ln.strip()
-                else:
-                    groups.append(ln.strip())
-        else:
-            groups = [" ".join(ln.strip() for ln in lines)]
-        for group in groups:
-            units += split_sentences(_MARKER.sub("", group, count=1))
+        for unit in _units(block):
+            units += split_sentences(_MARKER.sub("", unit, count=1))
     return units
 
 
@@ -62,10 +78,11 @@ def _holds(words: Sequence[str], span: Sequence[str]) -> bool:
 def sentence_with(answer: str, passage: str, question: str = "") -> str | None:
     """The sentence of ``passage`` (:func:`passage_sentences`) that holds ``answer`` (same words in order,
     case and punctuation aside); None when no sentence holds it, when the answer is already as long
-    as that sentence, or when the sentence has over :data:`MAX_QUOTE_WORDS` words. Of several, the one
+    as that sentence, when the sentence has over :data:`MAX_QUOTE_WORDS` words, or when the answer is
+    only words that say nothing alone ("no", "the", "true"). Of several, the one
     sharing most words with ``question``, then the first."""
     span = _words(answer)
-    if not span:
+    if not span or set(span) <= _EMPTY_WORDS:
         return None
     asked = set(_words(question))
     best, best_shared = None, -1

@@ -62,8 +62,8 @@ class SelfRAGConfig:
     answer_form: AnswerForm | None = _knob(
         None, "short-form answer from a passage: generated (the model's words) or sentence (the sentence of the "
         "cited passage that holds the model's answer, quoted whole; the generated words when no sentence of at "
-        "most 60 words holds them). None: the model's own choice, from its calibration (see abstain_isrel), "
-        "else generated")
+        "most 60 words holds them, or the passage is not cited; options are never quoted). None: the model's own "
+        "choice, from its calibration (see abstain_isrel), else generated")
     closed_set: bool = _knob(False, "aggregate identical answers across passages (options / true-false tasks)")
     max_passage_tokens: int | None = _knob(
         None, "cap on the tokens of one passage's text in an evidence prompt; longer passages are cut with the "

@@ -77,6 +77,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
           f"({', '.join(f'{k} {sum(q.kind == k for q in questions)}' for k in ('answerable', 'near_miss', 'off_topic'))})",
           file=sys.stderr)
     lm = default_lm(model)
+    # the paper preset sets both bars, so a sidecar fitted for another file (about to be replaced) is no error
     form = args.answer_form or calibrated_config(SelfRAGConfig.paper(answer_form=None), lm).answer_form
     chain = SelfRAGChain(lm, store, SelfRAGConfig.paper(k=args.k, answer_form=form))
     records = collect(chain, questions, progress=not args.quiet)

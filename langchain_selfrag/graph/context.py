@@ -84,6 +84,7 @@ class ServerContext(TypedDict, total=False):
     step_budget: int
     abstain_isrel: float | None
     abstain_issup: float | None
+    answer_form: Literal["generated", "sentence"] | None
     closed_set: bool
     max_passage_tokens: int
     rho: float

@@ -47,7 +47,7 @@ def _ends_sentence(text: str, dot: int) -> bool:
     """False when the period at ``dot`` closes an abbreviation, an initial or a decimal number."""
     if text[dot] != ".":
         return True
-    word = re.search(r"([A-Za-z.]+)$", text[:dot])
+    word = re.search(r"([A-Za-z.]+)$", text[max(0, dot - 40):dot])  # a word before it: no need to look further
     if word is None:
         return True
     token = word.group(1).lower().strip(".")

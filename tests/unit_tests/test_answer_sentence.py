@@ -74,9 +74,12 @@ def test_the_chain_quotes_the_sentence_that_holds_the_answer_and_keeps_the_gener
     assert [d.metadata["source"] for d in out["citations"]] == ["dunmore_clock.txt"]
     chosen = [t for t in out["trace"] if t["chosen"]]
     assert chosen[0]["text"] == "Old Tamsin." and chosen[0]["answer"] == TAMSIN
+    generated = SelfRAGChain(tamsin_lm(), bm25(), SelfRAGConfig(answer_form="generated")).invoke(question)
+    # options (closed set) are never quoted: the answer is the option
+    options = SelfRAGChain(tamsin_lm(), bm25(), SelfRAGConfig(answer_form="sentence"))
+    assert options.invoke({"question": question, "options": ["Old Tamsin", "Big Ben"]})["answer"] == "Old Tamsin."
     # generated form, and the paper's preset: the model's own words
-    assert SelfRAGChain(tamsin_lm(), bm25(), SelfRAGConfig(answer_form="generated")).invoke(question)["answer"] == (
-        "Old Tamsin.")
+    assert generated["answer"] == "Old Tamsin."
     assert SelfRAGConfig.paper().answer_form == "generated"
     # words the passage does not hold are given as generated
     paraphrase = SelfRAGChain(tamsin_lm("Old Tamsin, a bell."), bm25(), SelfRAGConfig(answer_form="sentence"))
@@ -117,3 +120,40 @@ def test_table_rows_and_long_units_are_not_quoted_whole() -> None:
     assert "encode | 18,282 | 5,935" in units and "decode | 28,765 | 13,367" in units
     assert sentence_with("18,282", table) == "encode | 18,282 | 5,935"
     assert sentence_with("42", table) is None  # a 70-word unit is no quote
+
+
+def test_wrapped_lines_stay_in_their_sentence_and_empty_words_are_not_quoted() -> None:
+    assert passage_sentences("## Usage\nThe tool runs fast on big\ninputs and uses 4 threads.") == [
+        "Usage", "The tool runs fast on big inputs and uses 4 threads."]
+    assert passage_sentences("1. Setting NO_COLOR to any non-empty\nvalue disables colour.") == [
+        "Setting NO_COLOR to any non-empty value disables colour."]  # a lazy continuation line
+    wrapped = "The town grew from 40 people in 1900 to\n250. Most of it was built after the war."
+    assert sentence_with("250", wrapped) == "The town grew from 40 people in 1900 to 250."
+    for empty in ("No", "the", "True"):
+        assert sentence_with(empty, "No one knows. It was true. The end came.") is None
+
+
+def test_only_a_cited_passage_is_quoted() -> None:
+    lm = FakeReflectionLM(retrieve=0.9, default=FakeSegment("Old Tamsin", isrel=0.1, issup="none"))
+    out = SelfRAGChain(lm, bm25(), SelfRAGConfig.paper(answer_form="sentence")).invoke(
+        "What is the bell of the Dunmore Clock called?")
+    assert out["citations"] == [] and out["answer"] == "Old Tamsin"  # judged irrelevant: not cited, not quoted
+
+
+def test_a_stale_sidecar_does_not_block_bars_set_by_hand(tmp_path: Path) -> None:
+    lm = tamsin_lm()
+    lm.model_path = str(tmp_path / "new.gguf")
+    AbstentionCalibration("old.gguf", 0.4, 0.1, answer_form="sentence").save(sidecar_path(lm.model_path))
+    by_hand = calibrated_config(SelfRAGConfig(abstain_isrel=0.5, abstain_issup=0.2), lm)
+    assert (by_hand.abstain_isrel, by_hand.answer_form) == (0.5, "generated")
+    with pytest.raises(CalibrationError, match="fitted for old.gguf"):
+        calibrated_config(SelfRAGConfig(), lm)  # the bars would come from it
+
+
+def test_the_server_context_offers_every_setting() -> None:
+    import typing
+    from dataclasses import fields
+
+    from langchain_selfrag.graph.context import ServerContext
+
+    assert {f.name for f in fields(SelfRAGConfig)} <= set(typing.get_type_hints(ServerContext))

@@ -14,7 +14,7 @@ from ...lm.protocol import approximation
 from ..context import SelfRAGContext
 from ..state import SelfRAGState
 from .abstain import answer_confidence, reason_to_abstain, says_something
-from .citations import segment_texts, short_citations
+from .citations import cites, segment_texts, short_citations
 from .common import context_of, emit
 from .corrective import with_round_entries
 from .rank import mean_score
@@ -82,12 +82,18 @@ def _choose_short(state: Mapping[str, Any], cfg: Any) -> list[Mapping[str, Any]]
     return [max(with_text, key=lambda c: c["score"])]
 
 
-def candidate_answer(cand: Mapping[str, Any], passages: Sequence[Any], cfg: Any, question: str) -> str:
-    """What a short-form candidate answers: its text, or with ``answer_form="sentence"`` the sentence of
-    its passage that holds that text (:func:`~langchain_selfrag.answer_sentence.quoted_answer`)."""
+def quotes_answers(state: Mapping[str, Any], cfg: Any) -> bool:
+    """Answers are quoted sentences (``answer_form="sentence"``): short form, no options to choose from."""
+    return cfg.answer_form == "sentence" and not cfg.long_form and not cfg.closed_set and not state.get("options")
+
+
+def candidate_answer(cand: Mapping[str, Any], passages: Sequence[Any], question: str, quote: bool) -> str:
+    """What a short-form candidate answers: its text, or with ``quote`` (:func:`quotes_answers`), when it
+    cites its passage (:func:`~.citations.cites`), the sentence of that passage that holds its text
+    (:func:`~langchain_selfrag.answer_sentence.quoted_answer`)."""
     text = cand.get("text", "")
     index = cand.get("passage")
-    if cfg.answer_form != "sentence" or cfg.long_form or not isinstance(index, int) or index >= len(passages):
+    if not quote or not isinstance(index, int) or index >= len(passages) or not cites(cand):
         return text
     return quoted_answer(text, passages[index].page_content, question)
 
@@ -119,15 +125,16 @@ def select(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, A
     else:
         chosen = _choose_short(state, cfg)
     reason = reason_to_abstain(state, ctx, chosen)
+    quote = quotes_answers(state, cfg)
     picked = {c["id"] for c in chosen}
     selected = picked if reason is None else set()
     if cfg.long_form:
         texts, citations = segment_texts(chosen, passages)
     else:
-        texts = [candidate_answer(c, passages, cfg, state.get("question", "")) for c in chosen[:1]]
+        texts = [candidate_answer(c, passages, state.get("question", ""), quote) for c in chosen[:1]]
         citations = short_citations(chosen, passages)
     approximate = approximation(ctx.lm)
-    trace = [_public(c, selected, picked, approximate, candidate_answer(c, passages, cfg, state.get("question", "")))
+    trace = [_public(c, selected, picked, approximate, candidate_answer(c, passages, state.get("question", ""), quote))
              for c in state.get("trace") or []]
     trace = with_round_entries(state, ctx, trace)
     emit(runtime, "selection", selected=sorted(selected), abstain_reason=reason)
