@@ -25,7 +25,7 @@ from loopback import free_port, running
 
 from langchain_selfrag import prompts as P
 from langchain_selfrag import tokens as T
-from langchain_selfrag.abstention import DEFAULT_BARS
+from langchain_selfrag.abstention import DEFAULT_ANSWER_FORM, DEFAULT_BARS
 from langchain_selfrag.bundled import MODEL_NAME
 from langchain_selfrag.config import SelfRAGConfig
 from langchain_selfrag.evaluation.qa.metrics import normalize_answer
@@ -192,9 +192,10 @@ def answers(remote: Any, llamacpp_lm: Any) -> dict[str, list[dict[str, Any]]]:
     store = InMemoryVectorStore.from_texts(list(DOCUMENTS.values()), default_embeddings(),
                                            metadatas=[{"source": name} for name in DOCUMENTS])
     questions = [q.question for q in QUESTIONS]
-    # The same bars on both sides: left at None, the GGUF would take the bundled file's calibration (fitted for
-    # that file) and the served model, a different artefact, the documented defaults; the backends are compared here
-    config = SelfRAGConfig(**DEFAULT_BARS)
+    # The same bars and answer form on both sides: left at None, the GGUF would take the bundled file's calibration
+    # (fitted for that file) and the served model, a different artefact, the documented defaults; the backends are
+    # compared here
+    config = SelfRAGConfig(**DEFAULT_BARS, answer_form=DEFAULT_ANSWER_FORM)
     served = SelfRAGChain(remote, store, config)
     return {
         "llamacpp": [SelfRAGChain(llamacpp_lm, store, config).invoke(q) for q in questions],
