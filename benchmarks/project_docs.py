@@ -94,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run = Run("project_docs")
     from langchain_selfrag.bundled import default_model_path
     from langchain_selfrag.chain import SelfRAGChain
-    from langchain_selfrag.config import SelfRAGConfig
+    from benchmarks.trust_suite import suite_config
     from langchain_selfrag.lm import load_reflection_lm
     from langchain_selfrag.retrieval import index_path, open_store
 
@@ -105,9 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="selfrag-docs-") as tmp:
         index_path(args.corpus, Path(tmp) / "store", progress=False)
-        form = {"answer_form": args.answer_form} if args.answer_form else {}
-        config = SelfRAGConfig.paper(**form) if args.paper else SelfRAGConfig(**form)
-        chain = SelfRAGChain(lm, open_store(Path(tmp) / "store"), config)
+        chain = SelfRAGChain(lm, open_store(Path(tmp) / "store"), suite_config(args))
         bars = {"abstain_isrel": chain.config.abstain_isrel, "abstain_issup": chain.config.abstain_issup,
                 "answer_form": chain.config.answer_form}
         for row in rows:

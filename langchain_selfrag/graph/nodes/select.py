@@ -126,16 +126,19 @@ def select(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str, A
         chosen = _choose_short(state, cfg)
     reason = reason_to_abstain(state, ctx, chosen)
     quote = quotes_answers(state, cfg)
+    answers: dict[Any, str] = {}  # per candidate id, each computed once (the chosen one is in the trace too)
+    for cand in [*(state.get("trace") or []), *chosen[:1]]:
+        if cand.get("id") not in answers:
+            answers[cand.get("id")] = candidate_answer(cand, passages, state.get("question", ""), quote)
     picked = {c["id"] for c in chosen}
     selected = picked if reason is None else set()
     if cfg.long_form:
         texts, citations = segment_texts(chosen, passages)
     else:
-        texts = [candidate_answer(c, passages, state.get("question", ""), quote) for c in chosen[:1]]
+        texts = [answers[c.get("id")] for c in chosen[:1]]
         citations = short_citations(chosen, passages)
     approximate = approximation(ctx.lm)
-    trace = [_public(c, selected, picked, approximate, candidate_answer(c, passages, state.get("question", ""), quote))
-             for c in state.get("trace") or []]
+    trace = [_public(c, selected, picked, approximate, answers[c.get("id")]) for c in state.get("trace") or []]
     trace = with_round_entries(state, ctx, trace)
     emit(runtime, "selection", selected=sorted(selected), abstain_reason=reason)
     return {
