@@ -20,7 +20,8 @@ those holding no gold answer: RGB's noise-only test; right = abstained), and for
 Beside each part's share, the summary gives each kind's ``reader_ceiling``: the answerable questions
 whose chosen answer is right before any abstention (the bars off). In the suite's one-round runs
 the bars do not change which answer is chosen, only whether it is given, so no bars can answer more
-of them right than that.
+of them right than that. ``candidate_ceiling`` counts those where any candidate (one per passage
+read) is right: no ranking of the candidates can answer more of them right with this reader.
 
 Everything goes through the README's path: the kind's documents are indexed by ``selfrag index`` into
 a fresh embedded Chroma store, opened with ``open_store`` and asked through
@@ -42,7 +43,7 @@ import random
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -368,12 +369,28 @@ def part_rate(records: Sequence[Mapping[str, Any]], part: str) -> dict[str, Any]
             **({"bar": BARS[part], "holds": bool(rows) and hits / len(rows) >= BARS[part]} if part in BARS else {})}
 
 
+def _answerable_share(records: Sequence[Mapping[str, Any]], right: Callable[[Mapping[str, Any]], bool]) -> dict[str, Any]:
+    rows = [r for r in records if r["part"] == "answerable"]
+    hits = sum(bool(right(r)) for r in rows)
+    return {"n": len(rows), "right": hits, "rate": hits / len(rows) if rows else None}
+
+
 def reader_ceiling(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The answerable questions whose chosen answer is right before any abstention: the most that
     any abstention bars can answer right, since abstaining only removes answers."""
-    rows = [r for r in records if r["part"] == "answerable"]
-    right = sum(answer_right(r, *would_be_answer(r)) for r in rows)
-    return {"n": len(rows), "right": right, "rate": right / len(rows) if rows else None}
+    return _answerable_share(records, lambda r: answer_right(r, *would_be_answer(r)))
+
+
+def candidate_right(r: Mapping[str, Any], cand: Mapping[str, Any]) -> bool:
+    """One candidate of the trace, as the chain would give it (its answer, its passage cited), is right."""
+    return answer_right(r, cand.get("answer") or cand.get("text") or "", [cand["source"]] if cand.get("source") else [])
+
+
+def candidate_ceiling(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The answerable questions where some candidate of the trace (one per passage read, not dropped) is
+    right: the most that any ranking of the candidates, and any bars, could answer right with this reader."""
+    return _answerable_share(records, lambda r: any(candidate_right(r, t) for t in r["trace"]
+                                                    if t.get("passage") is not None and not t.get("dropped")))
 
 
 def summarize(records: Sequence[Mapping[str, Any]], *, confidence: str = "chain", n_resamples: int = 1000) -> dict[str, Any]:
@@ -388,7 +405,8 @@ def summarize(records: Sequence[Mapping[str, Any]], *, confidence: str = "chain"
         answerable_items = [outcome(r, confidence) for r in rows if r["part"] == "answerable"]
         answerable_only = trust_report(answerable_items, n_resamples=n_resamples)
         answerable_only["selective_accuracy_at_0.6"] = selective_accuracy_at(answerable_items, 0.6)
-        kinds[kind] = {"parts": parts, "reader_ceiling": reader_ceiling(rows), "selective": selective,
+        kinds[kind] = {"parts": parts, "reader_ceiling": reader_ceiling(rows),
+                       "candidate_ceiling": candidate_ceiling(rows), "selective": selective,
                        "answerable_only": {k: answerable_only[k] for k in ("coverage", "selective_accuracy", "aurc",
                                                                             "aurc_optimal", "selective_accuracy_at_0.6")}}
     return {"confidence": confidence, "kinds": kinds,
@@ -518,7 +536,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for kind, entry in summary["kinds"].items():
         parts = "  ".join(f"{p} {v['right']}/{v['n']}" for p, v in entry["parts"].items())
         sel = entry["selective"]
-        print(f"{kind:9s} {parts}  | coverage {fmt(sel['coverage'])} sel.acc {fmt(sel['selective_accuracy'])} "
+        ceilings = f"right before abstention {entry['reader_ceiling']['right']}, by any candidate " \
+                   f"{entry['candidate_ceiling']['right']}"
+        print(f"{kind:9s} {parts} ({ceilings})  | coverage {fmt(sel['coverage'])} sel.acc {fmt(sel['selective_accuracy'])} "
               f"F1_RG {fmt(sel['f1_rg'])} AURC {fmt(sel['aurc'])}")
     if args.json:
         bench.write(args.json, vars(args), summary)

@@ -14,6 +14,7 @@ from benchmarks.trust_suite import (
     SUITE,
     NoiseOnlyRetriever,
     answer_right,
+    candidate_ceiling,
     summarize,
     suite_questions,
     would_be_answer,
@@ -134,6 +135,24 @@ def test_summary_counts_each_part_against_its_bar() -> None:
     assert entry["selective"]["coverage"]["value"] == pytest.approx(3 / 5)
     # the reader's ceiling: right before abstention (the first and the abstained third), bars off
     assert entry["reader_ceiling"] == {"n": 3, "right": 2, "rate": pytest.approx(2 / 3)}
+
+
+def test_candidate_ceiling_counts_a_question_any_candidate_answers_right_from_its_own_passage() -> None:
+    def cand(i, source, answer, chosen=False, dropped=False):
+        return {"source": source, "passage": i, "text": answer.split()[-1], "answer": answer, "isrel": 0.5,
+                "issup": 0.5, "score": 1.0, "chosen": chosen, "dropped": dropped}
+
+    rec = _record("answerable", True, "I cannot answer", [], ["3.9"], "fastcsv.md")
+    wrong_first = {**rec, "trace": [cand(0, "fastcsv.md", "It needs 3.8", chosen=True), cand(1, "fastcsv.md", "Python 3.9")]}
+    wrong_file = {**rec, "trace": [cand(0, "other.md", "Python 3.9", chosen=True)]}
+    dropped = {**rec, "trace": [cand(0, "fastcsv.md", "It needs 3.8", chosen=True),
+                                cand(1, "fastcsv.md", "Python 3.9", dropped=True)]}
+    closed_book = {**rec, "trace": [{"source": None, "passage": None, "text": "3.9", "chosen": True}]}
+    near = _record("near_miss", True, "I cannot answer", [], source="fastcsv.md")
+    figures = candidate_ceiling([wrong_first, wrong_file, dropped, closed_book, near])
+    assert figures == {"n": 4, "right": 1, "rate": pytest.approx(1 / 4)}  # only the second candidate of the first
+    assert summarize([wrong_first], n_resamples=0)["kinds"]["docs"]["candidate_ceiling"]["right"] == 1
+    assert summarize([wrong_first], n_resamples=0)["kinds"]["docs"]["reader_ceiling"]["right"] == 0
 
 
 def test_index_options_pass_the_chunking_to_selfrag_index_and_refuse_bad_values() -> None:
