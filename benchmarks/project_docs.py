@@ -30,6 +30,7 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from benchmarks.record import Run  # noqa: E402
+from langchain_selfrag.config import ANSWER_FORMS  # noqa: E402
 from langchain_selfrag.evaluation.qa.metrics import token_f1  # noqa: E402
 
 QUESTIONS = ROOT / "benchmarks" / "trust" / "project_docs" / "questions.json"
@@ -82,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--min-f1", type=float, default=0.5, help="token F1 with the source's sentence that explains")
     ap.add_argument("--paper", action="store_true",
                     help="SelfRAGConfig.paper() (never abstain on evidence): what the model answers without its bars")
-    ap.add_argument("--answer-form", choices=("generated", "sentence"),
+    ap.add_argument("--answer-form", choices=ANSWER_FORMS,
                     help="SelfRAGConfig.answer_form (default: the model's own, or generated with --paper)")
     ap.add_argument("--threads", type=int, help="llama.cpp threads (default: the backend's)")
     ap.add_argument("--json", help="also write the outcomes, machine, date and versions to this JSON file")
@@ -92,9 +93,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError, KeyError) as exc:
         ap.error(f"cannot read the questions: {exc}")
     run = Run("project_docs")
+    from benchmarks.trust_suite import suite_config
     from langchain_selfrag.bundled import default_model_path
     from langchain_selfrag.chain import SelfRAGChain
-    from benchmarks.trust_suite import suite_config
     from langchain_selfrag.lm import load_reflection_lm
     from langchain_selfrag.retrieval import index_path, open_store
 

@@ -55,6 +55,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 
 from langchain_selfrag.abstention import AbstentionCalibration
+from langchain_selfrag.config import ANSWER_FORMS
 from langchain_selfrag.evaluation.common.selective import (
     Outcome,
     plot_risk_coverage,
@@ -310,7 +311,12 @@ def would_be_answer(r: Mapping[str, Any]) -> tuple[str, list[str]]:
     cand = chosen_candidate(r)
     if cand is None:
         return "", []
-    return cand.get("answer") or cand.get("text") or "", [cand["source"]] if cand.get("source") else []
+    return candidate_given(cand)
+
+
+def candidate_given(cand: Mapping[str, Any]) -> tuple[str, list[str]]:
+    """The answer and citations one candidate of the trace gives: its answer, its passage's source."""
+    return A.entry_answer(cand), [cand["source"]] if cand.get("source") else []
 
 
 #: Confidences a run can be ranked by, from its own trace (all in [0, 1], higher = surer).
@@ -381,15 +387,10 @@ def reader_ceiling(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return _answerable_share(records, lambda r: answer_right(r, *would_be_answer(r)))
 
 
-def candidate_right(r: Mapping[str, Any], cand: Mapping[str, Any]) -> bool:
-    """One candidate of the trace, as the chain would give it (its answer, its passage cited), is right."""
-    return answer_right(r, cand.get("answer") or cand.get("text") or "", [cand["source"]] if cand.get("source") else [])
-
-
 def candidate_ceiling(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The answerable questions where some candidate of the trace (one per passage read, not dropped) is
     right: the most that any ranking of the candidates, and any bars, could answer right with this reader."""
-    return _answerable_share(records, lambda r: any(candidate_right(r, t) for t in r["trace"]
+    return _answerable_share(records, lambda r: any(answer_right(r, *candidate_given(t)) for t in r["trace"]
                                                     if t.get("passage") is not None and not t.get("dropped")))
 
 
@@ -478,7 +479,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: $SELFRAG_THREADS or all)")
     ap.add_argument("--paper", action="store_true", help="SelfRAGConfig.paper() instead of the defaults")
-    ap.add_argument("--answer-form", choices=("generated", "sentence"),
+    ap.add_argument("--answer-form", choices=ANSWER_FORMS,
                     help="SelfRAGConfig.answer_form (default: the model's own, or generated with --paper)")
     ap.add_argument("--chunk-size", type=int, help="selfrag index --chunk-size (default: the command's)")
     ap.add_argument("--chunk-overlap", type=int, help="selfrag index --chunk-overlap (default: the command's)")

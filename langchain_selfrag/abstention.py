@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .config import ANSWER_FORMS
 from .errors import SelfRAGError
 
 #: Bars of a model without a calibration (see the module docstring).
@@ -58,7 +59,7 @@ class AbstentionCalibration:
     answer_form: str | None = None
 
     def __post_init__(self) -> None:
-        if self.answer_form not in (None, "generated", "sentence"):
+        if self.answer_form is not None and self.answer_form not in ANSWER_FORMS:
             raise CalibrationError(f"answer_form must be generated, sentence or absent, not {self.answer_form!r}")
         for name in ("abstain_isrel", "abstain_issup"):
             value = getattr(self, name)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from .scoring import Weights
 
 RetrievalMode = Literal["adaptive", "always", "never"]
 AnswerForm = Literal["generated", "sentence"]
+#: The values of :data:`AnswerForm` (for validation and command-line choices).
+ANSWER_FORMS: tuple[str, ...] = get_args(AnswerForm)
 
 
 #: The settings in which the paper's behaviour differs from the defaults (:meth:`SelfRAGConfig.paper`).
@@ -102,7 +104,7 @@ class SelfRAGConfig:
     def __post_init__(self) -> None:
         if self.mode not in ("adaptive", "always", "never"):
             raise ConfigError(f"mode must be adaptive, always or never, not {self.mode!r}")
-        if self.answer_form not in (None, "generated", "sentence"):
+        if self.answer_form is not None and self.answer_form not in ANSWER_FORMS:
             raise ConfigError(f"answer_form must be generated, sentence or None, not {self.answer_form!r}")
         for name in ("k", "beam_width", "max_segments", "max_new_tokens", "step_budget", "max_retrieval_rounds"):
             value = getattr(self, name)

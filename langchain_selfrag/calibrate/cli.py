@@ -19,6 +19,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from ..config import ANSWER_FORMS
 from ..errors import SelfRAGError
 
 
@@ -128,7 +129,7 @@ def register(sub: Any) -> None:
     p.add_argument("--off-topic", type=int, default=30, help="built-in off-topic questions")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--k", type=int, default=5, help="passages per question")
-    p.add_argument("--answer-form", choices=("generated", "sentence"),
+    p.add_argument("--answer-form", choices=ANSWER_FORMS,
                    help="the answers to judge and fit the bars for: the model's words or the passage sentence that "
                         "holds them (default: the form the model's calibration names, else generated)")
     p.add_argument("--rule", default="balanced", help="balanced (default) or accuracy")

@@ -55,8 +55,13 @@ def chosen_text(record: Mapping[str, Any]) -> str:
     the sentence quoting it under ``answer_form="sentence"``)."""
     if not record.get("abstained"):
         return str(record.get("answer") or "")
-    return " ".join(str(t.get("answer") or t.get("text") or "") for t in record.get("trace") or []
-                    if t.get("chosen")).strip()
+    return " ".join(entry_answer(t) for t in record.get("trace") or [] if t.get("chosen")).strip()
+
+
+def entry_answer(entry: Mapping[str, Any]) -> str:
+    """The answer a trace entry gives: its ``answer`` (the quoted sentence under ``answer_form="sentence"``),
+    else its generated text (records written before answers were kept)."""
+    return str(entry.get("answer") or entry.get("text") or "")
 
 
 def _evidence_abstention(reason: str | None) -> bool:
