@@ -79,7 +79,7 @@ vllm: $(VLLM_VENV)/.installed
 install: $(BIN)/.installed
 
 demo: install
-	HF_HUB_OFFLINE=1 $(BIN)/selfrag index docs --store $(STORE)
+	HF_HUB_OFFLINE=1 $(BIN)/selfrag index examples/corpus --store $(STORE)
 	HF_HUB_OFFLINE=1 $(BIN)/selfrag ask "$(QUESTION)" --store $(STORE)
 
 # The unit tests alone (tests/unit_tests: no model files, servers or training; well under a minute).

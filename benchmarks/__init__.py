@@ -1,1 +1,2 @@
-"""Speed and retrieval benchmarks; their results files back the README's figures (``benchmarks.readme_figures``)."""
+"""Speed, retrieval and trust benchmarks; their results files back the figures of the README and docs/
+(``benchmarks.readme_figures``)."""

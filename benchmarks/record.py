@@ -2,7 +2,7 @@
 
 Every file holds ``benchmark``, ``date`` (UTC), ``command`` (the command line), ``machine`` (CPU model,
 cores, load average at the start and at the end, platform), ``versions`` (Python and the packages
-that shape the figures), ``settings`` (the parsed arguments) and ``figures``. The README's figures
+that shape the figures), ``settings`` (the parsed arguments) and ``figures``. The figures of the README and docs/
 are rendered from these files (``python -m benchmarks.readme_figures``).
 """
 

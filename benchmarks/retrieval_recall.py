@@ -10,7 +10,8 @@ LangChain retrievers the evaluation uses, called as the chain calls them.
     python benchmarks/retrieval_recall.py [--data ../shared/data] [--split PATH] [--json PATH]
 
 ``--json PATH`` writes the hit counts with the machine, date, command line and versions
-(``benchmarks/record.py``); the README's recall figures come from ``benchmarks/results/retrieval_recall.json``.
+(``benchmarks/record.py``); the recall figures of ``docs/retrieval.md`` come from
+``benchmarks/results/retrieval_recall.json``.
 """
 
 from __future__ import annotations

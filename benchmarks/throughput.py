@@ -1,18 +1,19 @@
 """Throughput of ``SelfRAGChain``: sequential streaming, ``batch`` and concurrent ``astream``.
 
-Indexes a folder (default: the project's ``docs/``) into a real persistent Chroma store with the
-offline MiniLM embeddings, loads a reflection LM (default: the bundled selfrag-smollm2-135m), and
+Indexes a folder (default: the demo corpus, ``examples/corpus/``) into a real persistent Chroma store with
+the offline MiniLM embeddings, loads a reflection LM (default: the bundled selfrag-smollm2-135m), and
 answers the same questions sequentially (concurrency 1) and at each ``--concurrency`` level with
 ``batch`` and with ``astream`` tasks. Prints queries per second, p50/p95 latency, time to the first
 streamed answer chunk (TTFT), peak resident memory, the QPS ratio against sequential use, and how
 many answers equal the sequential ones.
 
-    python benchmarks/throughput.py                      # bundled model over docs/, concurrency 1, 4, 8
+    python benchmarks/throughput.py                      # bundled model over examples/corpus/, concurrency 1, 4, 8
     python benchmarks/throughput.py --queries 16 --concurrency 4,8,16 --model path/to/selfrag.gguf
     python benchmarks/throughput.py --threads 1 --json benchmarks/results/throughput.json
 
 ``--json PATH`` writes the figures with the machine, date, command line and versions
-(``benchmarks/record.py``); the README's throughput tables come from ``benchmarks/results/throughput*.json``.
+(``benchmarks/record.py``); the throughput tables of ``docs/benchmarks.md`` come from
+``benchmarks/results/throughput*.json``.
 
 Per-query latency inside ``batch`` is measured with a callback on each top-level chain run, so it
 includes the time a query waits for the model.
@@ -200,7 +201,8 @@ def build_chain(args: argparse.Namespace, store_dir: Path) -> tuple[Any, Any, st
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="GGUF file or HF model dir (default: the bundled selfrag-smollm2-135m)")
-    parser.add_argument("--corpus", default=str(ROOT / "docs"), help="folder or file to index (default: docs/)")
+    parser.add_argument("--corpus", default=str(ROOT / "examples" / "corpus"),
+                        help="folder or file to index (default: examples/corpus/)")
     parser.add_argument("--queries", type=int, default=8, help="questions per mode (default 8)")
     parser.add_argument("--concurrency", default="4,8", help="concurrency levels besides 1 (default 4,8)")
     parser.add_argument("--k", type=int, default=5, help="passages per retrieval (default 5)")

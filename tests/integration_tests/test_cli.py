@@ -1,4 +1,4 @@
-"""The ``selfrag`` command as a user runs it: index the docs, ask with --json, clear errors."""
+"""The ``selfrag`` command as a user runs it: index the demo corpus, ask with --json, clear errors."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from langchain_selfrag.cli import build_parser, format_result, result_to_json
 from langchain_selfrag.retrieval import iter_files
 
 ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT / "examples" / "corpus"  # what make demo indexes
 
 
 def selfrag(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -26,9 +27,9 @@ def selfrag(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_index_then_ask_json(tmp_path: Path, smollm2_gguf: Path) -> None:
     store = tmp_path / "store"
-    done = selfrag("index", str(ROOT / "docs"), "--store", str(store))
+    done = selfrag("index", str(CORPUS), "--store", str(store))
     assert done.returncode == 0, done.stderr
-    n_docs = len(iter_files(ROOT / "docs"))
+    n_docs = len(iter_files(CORPUS))
     assert f"indexed {n_docs} file(s)" in done.stdout and "indexing" in done.stderr  # progress bar on stderr
     done = selfrag("ask", "What does the IsSup token measure?", "--store", str(store), "--model", str(smollm2_gguf),
                    "--mode", "always", "--k", "2", "--max-new-tokens", "6", "--json")

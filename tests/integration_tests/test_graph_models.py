@@ -1,4 +1,4 @@
-"""The Self-RAG graph with the real SmolLM2 GGUF over a real Chroma store of the project's docs/."""
+"""The Self-RAG graph with the real SmolLM2 GGUF over a real Chroma store of the demo corpus (examples/corpus/)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from langchain_selfrag import tokens as T
 from langchain_selfrag.chain import SelfRAGChain
 from langchain_selfrag.retrieval import index_path, open_store
 
-DOCS_DIR = Path(__file__).resolve().parents[2] / "docs"
+DOCS_DIR = Path(__file__).resolve().parents[2] / "examples" / "corpus"  # what `make demo` indexes
 pytestmark = pytest.mark.slow
 
 

@@ -47,7 +47,7 @@ from langchain_selfrag.retrieval import (
     store_size,
 )
 
-DOCS_DIR = Path(__file__).resolve().parents[2] / "docs"
+DOCS_DIR = Path(__file__).resolve().parents[2] / "examples" / "corpus"  # what `make demo` indexes
 
 
 def write_corpus(root: Path) -> Path:
@@ -128,7 +128,7 @@ def test_fetch_documents_adapters() -> None:
         fetch_documents(42, "q", 2)
 
 
-def test_project_docs_are_a_corpus() -> None:
+def test_the_demo_corpus_loads() -> None:
     files = iter_files(DOCS_DIR)
     assert len(files) >= 3
     assert all(load_file(f) for f in files)

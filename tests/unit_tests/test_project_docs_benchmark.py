@@ -1,4 +1,4 @@
-"""benchmarks/project_docs.py: the labelled questions about docs/ and how an answer is judged."""
+"""benchmarks/project_docs.py: the labelled questions about the demo corpus (examples/corpus/), and the judging."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ HARD = {"question": "What happens with hard constraints?", "kind": "answerable",
                      "sentence": "Hard constraints drop every candidate whose IsSup token is [No support / Contradictory]."}]}
 
 
-def test_every_labelled_answer_is_a_sentence_of_its_file_in_docs() -> None:
+def test_every_labelled_answer_is_a_sentence_of_its_file_in_the_corpus() -> None:
     rows = load_questions()
     assert {r["kind"] for r in rows} == {"answerable", "near_miss"}
     assert rows[0]["question"] == "How does Self-RAG decide whether to retrieve passages?"  # make demo's question
 
 
-def test_a_label_that_docs_no_longer_state_is_refused(tmp_path) -> None:
+def test_a_label_that_the_corpus_no_longer_states_is_refused(tmp_path) -> None:
     (tmp_path / "ranking.md").write_text("Hard constraints were removed.\n")
     path = tmp_path / "q.json"
     path.write_text(json.dumps({"questions": [HARD]}))

@@ -1,8 +1,10 @@
-"""The README's measured figures equal the results files that shipped scripts wrote (no model, no ../shared)."""
+"""The measured figures of the README, CONTRIBUTING.md and docs/ equal the results files that shipped scripts wrote
+(no model, no ../shared)."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -10,25 +12,44 @@ from benchmarks import readme_figures as rf
 from benchmarks.record import MACHINE_KEYS, REQUIRED_KEYS, RESULTS_DIR, load
 
 README = rf.README.read_text()
+PAGES = {rf.rel(path): path.read_text() for path in rf.pages()}
 RESULT_FILES = sorted(RESULTS_DIR.glob("*.json"))
 
 
-def test_every_readme_figure_block_matches_its_files():
-    assert rf.check(README) == []
+def page_with(block: str) -> str:
+    return next(text for text in PAGES.values() if block in rf.blocks_in(text))
 
 
-def test_readme_has_no_figures_outside_the_blocks():
-    assert rf.stray_figures(README) == []
+def test_the_pages_are_the_readme_contributing_and_every_docs_page():
+    assert {"README.md", "CONTRIBUTING.md", "docs/index.md"} <= set(PAGES)
+    assert set(PAGES) - {"README.md", "CONTRIBUTING.md"} == {rf.rel(p) for p in rf.DOCS.glob("*.md")}
+
+
+def test_every_figure_of_every_page_matches_its_files():
+    assert rf.check_pages(PAGES) == []
+
+
+@pytest.mark.parametrize("name", sorted(PAGES))
+def test_no_page_has_figures_outside_the_blocks(name):
+    assert rf.stray_figures(PAGES[name]) == []
+
+
+def test_every_block_stands_on_a_page_and_a_lost_one_is_reported():
+    assert all(any(name in rf.blocks_in(text) for text in PAGES.values()) for name in rf.BLOCKS)
+    without = {name: rf.BLOCK.sub("", text) if "trust" in rf.blocks_in(text) else text for name, text in PAGES.items()}
+    assert "no page has a figures:trust block" in rf.check_pages(without)
 
 
 def test_a_changed_figure_is_caught():
-    good = rf.rendered(README)
+    good = rf.rendered(page_with("retrieval_recall"))
     body = rf.blocks_in(good)["retrieval_recall"]
     figure = rf.PERCENT.findall(body)[0]
     wrong = good.replace(body, body.replace(figure, "99.9%", 1), 1)
     problems = rf.check(wrong)
     assert len(problems) == 1 and problems[0].startswith("figures:retrieval_recall differs")
     assert rf.rendered(wrong) == good
+    assert rf.check_pages({"docs/x.md": wrong, **{k: v for k, v in PAGES.items() if v != good}})[0].startswith(
+        "docs/x.md: figures:retrieval_recall differs")
 
 
 def test_a_typed_in_figure_outside_the_blocks_is_caught():
@@ -50,7 +71,7 @@ def test_an_inline_figure_is_checked_against_its_file():
 
     assert inline_problems(README + good) == []
     assert rf.stray_figures(good) == []
-    assert inline_problems(README + bad) == [f"figure {CARD_FIGURE}: README has '0.999', the file gives {value!r}"]
+    assert inline_problems(README + bad) == [f"figure {CARD_FIGURE}: the page has '0.999', the file gives {value!r}"]
     assert rf.rendered(README + bad).endswith(good)
 
 
@@ -61,25 +82,35 @@ def test_an_inline_figure_must_come_from_a_shipped_results_file():
         rf.inline_figure("langchain_selfrag/models/selfrag-smollm2-135m/eval_full.json#match.nowhere")
 
 
+def test_a_figure_shown_as_code_is_left_alone():
+    text = "Write `<!-- figure FILE#KEY:FORMAT -->VALUE<!-- /figure -->` for one figure.\n"
+    assert rf.inline_figures(text) == [] and rf.check(text) == [] and rf.rendered(text) == text
+
+
 def test_versions_and_code_are_not_figures():
     text = "Python 3.11+ and `torch==2.13.0`; the message says `best\nIsRel 0.12`.\n"
     assert rf.stray_figures(text) == []
 
 
-def test_a_missing_block_is_reported_and_not_written():
-    without = rf.BLOCK.sub("", README, count=1)
-    assert any(p.startswith("README has no figures:") for p in rf.check(without))
-    with pytest.raises(ValueError, match="no block"):
-        rf.rendered(without)
+def test_an_unknown_block_is_reported_and_left_alone():
+    text = "<!-- figures:nowhere: x -->\nsome text\n<!-- /figures:nowhere -->\n"
+    assert rf.check(text) == ["unknown figures block 'nowhere'"]
+    assert rf.rendered(text) == text
 
 
-def test_rendering_an_up_to_date_readme_changes_nothing():
-    assert rf.rendered(README) == README
+@pytest.mark.parametrize("name", sorted(PAGES))
+def test_rendering_an_up_to_date_page_changes_nothing(name):
+    assert rf.rendered(PAGES[name]) == PAGES[name]
 
 
 def test_every_block_names_the_files_it_is_rendered_from():
-    for name, body in rf.blocks_in(README).items():
-        assert "benchmarks/results/" in body, name
+    for text in PAGES.values():
+        for name, body in rf.blocks_in(text).items():
+            assert "benchmarks/results/" in body, name
+
+
+def test_the_readme_keeps_its_short_trust_table():
+    assert "trust_summary" in rf.blocks_in(README)
 
 
 @pytest.mark.parametrize("path", RESULT_FILES, ids=lambda p: p.name)
@@ -94,10 +125,9 @@ def test_results_files_parse_and_carry_the_machine(path):
     assert data["versions"]["python"] and data["versions"]["langchain-selfrag"]
 
 
-def test_results_files_are_the_ones_the_readme_uses():
-    inline = {m["spec"].split("#")[0] for m in rf.INLINE.finditer(README)}
-    used = {*rf.CRITIQUE_FILES, *rf.THROUGHPUT_FILES, "retrieval_recall", "embeddings", "embeddings_ops", "index_scale",
-            "trust_suite",
+def test_results_files_are_the_ones_the_pages_use():
+    inline = {m["spec"].split("#")[0] for text in PAGES.values() for m in rf.inline_figures(text)}
+    used = {*rf.block_files(),
             *(p.removeprefix("benchmarks/results/").removesuffix(".json") for p in inline
               if p.startswith("benchmarks/results/"))}
     assert {p.stem for p in RESULT_FILES} == used
@@ -110,3 +140,26 @@ def test_load_names_missing_machine_fields(tmp_path):
     path.write_text(json.dumps(good))
     with pytest.raises(ValueError, match=r"missing date, machine\.cpu"):
         load(path)
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def slug(heading: str) -> str:
+    """A heading's anchor as GitHub writes it."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+@pytest.mark.parametrize("name", sorted(PAGES))
+def test_every_relative_link_of_a_page_exists(name):
+    """The front door's promise: every page the README (or a docs page) links to is there, anchors included."""
+    page = rf.ROOT / name
+    for target in LINK.findall(rf.FENCE.sub("", PAGES[name])):
+        if target.startswith(("http://", "https://", "mailto:")):
+            continue
+        file, _, anchor = target.partition("#")
+        dest = (page.parent / file).resolve() if file else page
+        assert dest.exists(), f"{name} links to {target}, which does not exist"
+        if anchor and dest.suffix == ".md":
+            headings = {slug(line.lstrip("#")) for line in dest.read_text().splitlines() if line.startswith("#")}
+            assert anchor in headings, f"{name} links to {target}: no such heading"
