@@ -20,7 +20,9 @@
    its model card. ``--previous-build NAME`` first adds the row of the build being replaced, made
    from the artefacts still in the folder.
 
-``python -m cookbook.selfrag_smollm2.package --run runs/smollm2 --data ../shared/data --build v3``
+``--no-ship`` stops after step 3: a rebuild measured against what ships (``rebuild_v4.sh``).
+
+``python -m cookbook.selfrag_smollm2.package --run runs/smollm2 --data ../shared/data --build v5``
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from training.export import export_gguf
 from training.selfrag.qa_data import instruction_text, load_squad
 
 from .build_data import instruction_tasks
+from .card.figures import figures
 from .card.io import FULL_EVAL, file_sha256, quant_report, read_json
 from .card.render import render
 from .card.versions import add_build
@@ -112,6 +115,7 @@ def main(argv=None) -> int:
                     help=f"also evaluate the adapter built in these types ({', '.join(LLAMA_QUANT_TYPES)}) on every "
                          "held-out question, for the card's quantisation table")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--no-ship", action="store_true", help="measure only: leave the model folder as it is")
     args = ap.parse_args(argv)
     run, data = Path(args.run), Path(args.data)
     base = smollm2_gguf_path()
@@ -147,6 +151,10 @@ def main(argv=None) -> int:
         report = quant_report(quant)
         if not args.skip_eval or (read_json(run, report).get("model") or {}).get("sha256") != file_sha256(path):
             evaluate_main(common + ["--model", str(path), "--n", "100000", "--skip-base", "--out", str(run / report)])
+    if args.no_ship:
+        shipped_eval = read_json(bundled.bundle_dir(), "eval.json")
+        print(json.dumps({"rebuilt": figures(read_json(run, "eval.json")), "shipped": figures(shipped_eval)}, indent=1))
+        return 0
     folder = bundled.bundle_dir()
     if args.previous_build:
         add_build(folder, args.previous_build)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build data, train the generator (two phases) and the critic for selfrag-smollm2-135m on a CPU (about 2 hours).
+# A new build of selfrag-smollm2-135m from scratch with today's build_data: data, the generator (two
+# phases) and the critic on a CPU (about 2 hours). The shipped build (v4) is rebuilt by rebuild_v4.sh.
 #   DATA=../shared/data RUN=runs/smollm2 THREADS=1 bash cookbook/selfrag_smollm2/train.sh
 # THREADS=1 is fastest when other jobs share the cores; use the core count on an idle machine.
 # Every step resumes: rerun the script after an interruption and it continues from the last checkpoint.
@@ -30,7 +31,7 @@ fi
 # phase 2: continue from $INIT on the gold passage vs hard negatives (IsRel, answers trained after
 # [Irrelevant]) with IsSup negatives mixed in; a cosine schedule over GEN2_STEPS steps (one epoch if
 # unset), stopped early only by the wall-clock budget. PHASE2_FILE trains another file in its place
-# (the near-miss phase of cookbook.selfrag_smollm2.near_miss, continuing the shipped adapter)
+# (e.g. cookbook.experiments.near_miss's phase 3, continuing the shipped adapter)
 $PY -m training.generator_sft --base-model "$BASE" --train-file "${PHASE2_FILE:-$RUN/data/generator_phase2.jsonl}" \
   --init-adapter "$INIT" --output-dir "$RUN/generator2" --max-length 256 --batch-size 8 \
   --lr "${GEN2_LR:-3e-4}" --token-lr 1e-3 --threads "$THREADS" --max-minutes "$GEN2_MINUTES" --save-steps 25 --logging-steps 5 \

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cookbook.selfrag_smollm2.varied_data import KEEP_OUT_ARTICLES
+from cookbook.data.varied_data import KEEP_OUT_ARTICLES
 
 CONTEXT = ("The Zorvian Canal was dug in 1871 by the river guild. It links the two harbours of the old town "
            "and carries about forty barges a day.")

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from cookbook.selfrag_smollm2.near_miss import near_miss_pairs, paragraph_of
+from cookbook.experiments.near_miss import near_miss_pairs, paragraph_of
 from langchain_selfrag import tokens as T
 from training.selfrag.qa_data import load_squad
 
@@ -42,7 +42,7 @@ def test_kept_out_questions_are_never_used_and_contrasts_are_not_reused(tmp_path
 
 @pytest.mark.parametrize("varied", [False, True])
 def test_gap_documents_state_what_they_answer_and_lack_what_their_gap_questions_ask(varied: bool):
-    from cookbook.selfrag_smollm2.gap_corpus import PLACE_KINDS, gap_corpus
+    from cookbook.data.gap_corpus import PLACE_KINDS, gap_corpus
     from langchain_selfrag.evaluation.bio.data import data_words
 
     avoid = ["The Orlan Canal links Brevasse to Saltmere."]
@@ -60,8 +60,8 @@ def test_gap_documents_state_what_they_answer_and_lack_what_their_gap_questions_
 
 
 def test_gap_rows_pair_an_irrelevant_gap_question_with_a_stated_one_on_the_same_text():
-    from cookbook.selfrag_smollm2.gap_corpus import gap_corpus
-    from cookbook.selfrag_smollm2.near_miss import gap_rows
+    from cookbook.data.gap_corpus import gap_corpus
+    from cookbook.experiments.near_miss import gap_rows
 
     docs = [d for d in gap_corpus(5, seed=1) if d.gaps]
     rows = gap_rows(docs, random.Random(0))
@@ -76,7 +76,7 @@ def test_gap_rows_pair_an_irrelevant_gap_question_with_a_stated_one_on_the_same_
 
 
 def test_a_varied_gap_corpus_asks_more_kinds_of_detail_in_more_ways():
-    from cookbook.selfrag_smollm2.gap_corpus import gap_corpus
+    from cookbook.data.gap_corpus import gap_corpus
 
     def forms(docs) -> set[str]:  # a question's form: its words before the entity's name
         return {q.split(" the ")[0] for d in docs for q in [*(q for q, _ in d.answerable), *d.gaps]}

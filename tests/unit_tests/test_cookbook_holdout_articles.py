@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from cookbook.selfrag_smollm2.holdout_articles import ArticleIndex, hold_out, main
-from cookbook.selfrag_smollm2.varied_data import irrelevant_row, relevant_row, squad_items
+from cookbook.data.holdout_articles import ArticleIndex, hold_out, main
+from cookbook.data.varied_data import irrelevant_row, relevant_row, squad_items
 from tests.support.squad import squad_file
 
 

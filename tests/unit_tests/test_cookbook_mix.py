@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from cookbook.selfrag_smollm2.mix import answer_untrained_after_irrelevant, main, mix
+from cookbook.data.mix import answer_untrained_after_irrelevant, main, mix
 from langchain_selfrag import tokens as T
 
 HEAD = T.RETRIEVAL + "<paragraph>Scottish Parliament\nBills pass in stages.</paragraph>" + T.IRRELEVANT

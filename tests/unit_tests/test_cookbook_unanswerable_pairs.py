@@ -9,8 +9,8 @@ import shutil
 
 import pytest
 
-from cookbook.selfrag_smollm2.unanswerable_pairs import build, main, pair_rows
-from cookbook.selfrag_smollm2.varied_data import squad_items
+from cookbook.data.unanswerable_pairs import build, main, pair_rows
+from cookbook.data.varied_data import squad_items
 from langchain_selfrag import tokens as T
 from tests.support.squad import squad_file
 

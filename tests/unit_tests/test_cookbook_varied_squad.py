@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from cookbook.selfrag_smollm2.varied_data import squad_items
+from cookbook.data.varied_data import squad_items
 from tests.support.squad import CONTEXT, squad_file
 
 
@@ -30,7 +30,7 @@ def test_a_file_that_is_not_squad_says_so(tmp_path):
 
 
 def test_in_passage_distractors_are_other_answers_of_the_same_passage_and_never_a_gold_one() -> None:
-    from cookbook.selfrag_smollm2.varied_data import in_passage_distractors, issup_negative_row
+    from cookbook.data.varied_data import in_passage_distractors, issup_negative_row
     from langchain_selfrag import tokens as T
     from training.selfrag.qa_data import Passage
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from cookbook.selfrag_smollm2 import explain_data
-from cookbook.selfrag_smollm2.explain_data import explain_rows
+from cookbook.data import explain_data
+from cookbook.data.explain_data import explain_rows
 from langchain_selfrag import tokens as T
 from langchain_selfrag.calibrate.questions import explain_questions
 from training.selfrag.qa_data import Passage

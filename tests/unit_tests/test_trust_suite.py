@@ -53,7 +53,7 @@ def test_validation_and_test_parts_share_no_document_or_question() -> None:
 
 def test_squad_validation_ships_with_the_suite_and_is_never_trained_on() -> None:
     from benchmarks.trust_suite import SQUAD_TEST_ARTICLES
-    from cookbook.selfrag_smollm2.varied_data import KEEP_OUT_ARTICLES
+    from cookbook.data.varied_data import KEEP_OUT_ARTICLES
 
     docs, questions = suite_questions("squad", "validation", None, 60, 0)  # no ../shared needed
     titles = {name.removesuffix(".txt") for name in docs}

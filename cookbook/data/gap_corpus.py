@@ -229,3 +229,11 @@ def gap_corpus(n: int, seed: int = 0, avoid: Sequence[str] = (), varied: bool = 
     rng = random.Random(seed)
     names = _Names(rng, data_words(avoid))
     return [gap_document(rng, names, varied=varied) for _ in range(n)]
+
+
+def invented_corpus_texts() -> list[str]:
+    """Every text of the project's invented corpora (validation and test), which training must not echo
+    (the ``avoid`` of :func:`gap_corpus`)."""
+    from cookbook.selfrag_smollm2.realworld import CORPORA
+
+    return [path.read_text(encoding="utf-8") for path in CORPORA.values()]

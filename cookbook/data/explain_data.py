@@ -5,7 +5,7 @@ because ..." as *Why is X Y?*), each on its chunk with that whole sentence as th
 (``[Relevant]``, ``[Fully supported]``), and on the same document's best BM25 chunk that lacks the
 sentence (``[Irrelevant]``), plus a replay sample of the run's own training file::
 
-    python -m cookbook.selfrag_smollm2.explain_data --trained runs/g7/all.jsonl \\
+    python -m cookbook.data.explain_data --trained runs/g7/all.jsonl \\
         --out runs/x1/explain.jsonl --replay 1200 --seed 0
 
 Documents are read and chunked as ``selfrag index`` does (``varied_data.chunk_texts``). Left out: the
@@ -76,7 +76,7 @@ def build(trained_file: Path | None, *, replay: int, seed: int = 0, extra_site: 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m cookbook.selfrag_smollm2.explain_data",
+    ap = argparse.ArgumentParser(prog="python -m cookbook.data.explain_data",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="JSONL file to write (a .json summary is written beside it)")
     ap.add_argument("--trained", type=Path, help="the run's own training file, to replay a sample of")

@@ -6,7 +6,7 @@ written against one paragraph, and the chunk holding its *plausible* answer is o
 answer it. Each becomes an ``[Irrelevant]`` example (the plausible answer after it is not trained;
 ``[Utility:1]`` is). Against each, an answerable question of the same paragraph with its gold chunk
 (``[Relevant]`` answer ``[Fully supported]`` ``[Utility:5]``) keeps the contrast on the same text.
-With ``--gap-documents N``, invented documents (:mod:`.gap_corpus`) add the same contrast in a
+With ``--gap-documents N``, invented documents (:mod:`cookbook.data.gap_corpus`) add the same contrast in a
 plainer form: a question on a detail the document does not state (``[Irrelevant]``) against one on
 a detail it does. Phase 2's examples in a smaller dose (gold vs BM25 hard negatives, IsSup
 negatives, no-retrieval instructions) keep the other heads in practice.
@@ -16,9 +16,9 @@ Only training articles are used, and the abstention validation sample
 lineage that sample was already trained in phase 2 of v3 and v4, which together used every
 answerable question of the training articles.)
 
-``python -m cookbook.selfrag_smollm2.near_miss --data ../shared/data --out runs/smollm2v5/data``
-then ``FROM_ADAPTER=langchain_selfrag/models/selfrag-smollm2-135m PHASE_FILE=generator_phase3.jsonl``
-with ``train.sh`` (see the README).
+``python -m cookbook.experiments.near_miss --data ../shared/data --out runs/smollm2v5/data``
+then phase 2 of ``cookbook/selfrag_smollm2/train.sh`` on that file, continuing the shipped adapter
+(the runs and their verdicts: ``cookbook/EXPERIMENTS.md``).
 """
 
 from __future__ import annotations
@@ -36,10 +36,9 @@ from training.core.jsonl import write_jsonl
 from training.selfrag.bm25 import BM25Retriever
 from training.selfrag.qa_data import Passage, QAItem, load_squad
 
-from .abstention import squad_questions
-from .build_data import instruction_split, instruction_tasks, isrel_pairs, issup_negatives
-from .gap_corpus import GapDocument, gap_corpus
-from .realworld import CORPORA
+from cookbook.data.gap_corpus import GapDocument, gap_corpus, invented_corpus_texts
+from cookbook.selfrag_smollm2.abstention import squad_questions
+from cookbook.selfrag_smollm2.build_data import instruction_split, instruction_tasks, isrel_pairs, issup_negatives
 
 
 def paragraph_of(passage_id: str) -> str:
@@ -108,7 +107,7 @@ def build(data: Path, split: Mapping, *, seed: int = 0, near_miss: int = 1100, p
           phase2_negatives: int = 2, replay: int = 100, issup_fraction: float = 0.5, validation_n: int = 150,
           validation_seed: int = 0, gap_documents: int = 0, gap_varied: bool = False) -> list[dict]:
     """The phase-3 rows, shuffled: near misses with their contrasts, gap questions on invented documents
-    (:mod:`.gap_corpus`, with names that share no word with the project's invented corpora), then
+    (:mod:`cookbook.data.gap_corpus`, with names that share no word with the project's invented corpora), then
     phase 2's kinds in a smaller dose."""
     corpus = load_squad(data / "squad2_dev_half.json", max_passage_chars=split["max_passage_chars"])
     train = corpus.subset(split["train_articles"])
@@ -118,7 +117,7 @@ def build(data: Path, split: Mapping, *, seed: int = 0, near_miss: int = 1100, p
     rows = near_miss_pairs(train.questions, by_id, rng, near_miss, keep_out) if near_miss > 0 else []
     used = {r["id"] for r in rows}
     if gap_documents > 0:
-        rows += gap_rows(gap_corpus(gap_documents, seed, avoid=_corpus_texts(), varied=gap_varied), rng)
+        rows += gap_rows(gap_corpus(gap_documents, seed, avoid=invented_corpus_texts(), varied=gap_varied), rng)
     instr_train, _ = instruction_split(instruction_tasks(data), split["seed"])
     rest = [q for q in train.questions if q.id not in keep_out and q.id not in used]
     phase2 = isrel_pairs(rest, instr_train, BM25Retriever(train.passages), by_id, rng, replay=replay,
@@ -128,11 +127,6 @@ def build(data: Path, split: Mapping, *, seed: int = 0, near_miss: int = 1100, p
     rows += phase2
     rng.shuffle(rows)
     return rows
-
-
-def _corpus_texts() -> list[str]:
-    """Every text of the project's invented corpora (validation and test), which training must not echo."""
-    return [path.read_text(encoding="utf-8") for path in CORPORA.values()]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

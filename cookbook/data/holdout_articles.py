@@ -1,6 +1,6 @@
 """Hold SQuAD articles out of a training file, so that they can validate the model trained on the rest::
 
-    python -m cookbook.selfrag_smollm2.holdout_articles --data ../shared/data --train-file runs/g/all.jsonl \\
+    python -m cookbook.data.holdout_articles --data ../shared/data --train-file runs/g/all.jsonl \\
         --out runs/g7/all.jsonl --articles Packet_switching,1973_oil_crisis,Immune_system
 
 A row is dropped when it touches a held-out article in any way: its id is one of the article's question

@@ -13,7 +13,7 @@ every passage of real documentation relevant. This builds one training set from:
 * **SQuAD 2.0 articles** (``../shared/data``), chunked the same way: answerable questions on their
   gold chunk and a hard negative, "how"/"why" questions answered with the gold sentence, and SQuAD's
   unanswerable questions on their plausible-answer chunk (``[Irrelevant]``);
-* **invented documents** (:mod:`.gap_corpus`): a stated detail and a gap on the same text;
+* **invented documents** (:mod:`cookbook.data.gap_corpus`): a stated detail and a gap on the same text;
 * **off-topic questions** (PopQA, SelfAware, HotpotQA) on the best BM25 chunk of the pooled corpus;
 * **IsSup negatives** (another question's answer after a gold chunk, ``[No support / Contradictory]``;
   with ``--in-passage N`` also answers of other questions that are spans of the same chunk, so that
@@ -24,7 +24,7 @@ After ``[Irrelevant]`` the text is not trained (a no-loss span) and ``[Utility:1
 everything: the trust suite's documents (``benchmarks/trust``), the SQuAD articles of its validation
 and test parts, and every word of the project's invented corpora::
 
-    python -m cookbook.selfrag_smollm2.varied_data --data ../shared/data --out runs/v9/data
+    python -m cookbook.data.varied_data --data ../shared/data --out runs/v9/data
 """
 
 from __future__ import annotations
@@ -49,9 +49,9 @@ from langchain_selfrag.calibrate.questions import gap_questions, stated_question
 from training.selfrag.doc_sources import DocText, installed_docs, normalise, site_dirs
 from training.selfrag.qa_data import Passage
 
-from .build_data import instruction_split, instruction_tasks
-from .gap_corpus import gap_corpus
-from .near_miss import _corpus_texts
+from cookbook.selfrag_smollm2.build_data import instruction_split, instruction_tasks
+
+from .gap_corpus import gap_corpus, invented_corpus_texts
 
 ROOT = Path(__file__).resolve().parents[2]
 TRUST = ROOT / "benchmarks" / "trust"
@@ -247,7 +247,7 @@ def build(data: Path, *, seed: int = 0, scale: float = 1.0, extra_site: Sequence
     if squad_files:  # mixed, so that every file gives to each count (the default draw is unchanged)
         rng.shuffle(sq_qa)
         rng.shuffle(sq_unans)
-    gaps = gap_corpus(n(500), seed, avoid=_corpus_texts())
+    gaps = gap_corpus(n(500), seed, avoid=invented_corpus_texts())
     gap_chunks = chunk_texts({g.source: g.text for g in gaps}, "gap")
     pool = [p for group in (doc_chunks, sq_chunks, gap_chunks) for ps in group.values() for p in ps]
     bm25 = BM25Retriever(pool)

@@ -3,7 +3,7 @@ not yet trained, each on its plausible-answer passage labelled ``[Irrelevant]`` 
 paired with an answerable question of the *same* passage labelled ``[Relevant]``, plus a replay sample
 of the run's own training file (so that the rest is not forgotten)::
 
-    python -m cookbook.selfrag_smollm2.unanswerable_pairs --data ../shared/data \\
+    python -m cookbook.data.unanswerable_pairs --data ../shared/data \\
         --trained runs/g/all.jsonl --out runs/g6/cont.jsonl --unanswerable 1100 --replay 1500 --seed 7
 
 The trust suite's SQuAD articles are left out (``varied_data.KEEP_OUT_ARTICLES``), and a question
@@ -29,7 +29,7 @@ def pair_rows(answerable: Sequence[tuple], unanswerable: Sequence[tuple], traine
     """Up to ``n`` untrained unanswerable questions as ``[Irrelevant]`` rows, each followed, with
     probability ``pair_share``, by an answerable question of the same passage as a ``[Relevant]`` row.
 
-    ``answerable``/``unanswerable``: :func:`~cookbook.selfrag_smollm2.varied_data.squad_items`'s lists."""
+    ``answerable``/``unanswerable``: :func:`~cookbook.data.varied_data.squad_items`'s lists."""
     same_passage: dict[str, list[tuple]] = {}
     for question, answer, passage, golds in answerable:
         if answer in golds:  # a span answer, not the gold sentence of a how/why question

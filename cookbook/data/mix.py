@@ -5,7 +5,7 @@
 the two teach opposite things after the same token, so ``--answer-after-irrelevant untrained``
 rewrites the first kind to the second's convention::
 
-    python -m cookbook.selfrag_smollm2.mix --out runs/v5/mix.jsonl --answer-after-irrelevant untrained \\
+    python -m cookbook.data.mix --out runs/v5/mix.jsonl --answer-after-irrelevant untrained \\
         runs/v5/varied/generator_train.jsonl runs/v5/base/generator_phase2.jsonl
 """
 
@@ -48,7 +48,7 @@ def mix(files: Iterable[Sequence[Mapping[str, Any]]], *, seed: int = 0, untraine
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m cookbook.selfrag_smollm2.mix", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m cookbook.data.mix", description=__doc__.split("\n\n")[0])
     ap.add_argument("files", nargs="+", help="generator JSONL files")
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=0)
