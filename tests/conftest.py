@@ -68,8 +68,30 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+#: The test files that take longest (``make test``'s ``--durations``, 2026-11-27: the vLLM file about 400 s of one
+#: worker, the next ones 60-120 s), run first: ``make test`` hands whole files to its workers in collection order
+#: (``--dist loadfile --no-loadscope-reorder``), and a long file handed out last keeps one worker busy after the
+#: others have finished.
+LONGEST_FIRST = (
+    "integration_tests/test_lm_vllm.py", "integration_tests/test_abstention.py",
+    "integration_tests/test_passage_budget.py", "integration_tests/test_shutdown.py",
+    "integration_tests/test_concurrent_serving.py", "integration_tests/test_lm_remote.py",
+    "integration_tests/test_bundled_end_to_end.py", "training/test_training_sft.py",
+    "integration_tests/test_lm_llamacpp.py", "integration_tests/test_calibrate_cli.py",
+    "integration_tests/test_bundled_build.py", "integration_tests/test_decoding_guard.py",
+    "integration_tests/test_cli.py", "integration_tests/test_quiet.py",
+)
+
+
+def _longest_first(item) -> int:
+    path = item.nodeid.split("::", 1)[0].removeprefix("tests/")
+    return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Skip GPU-marked tests on machines without CUDA."""
+    """The longest files first (:data:`LONGEST_FIRST`, otherwise collection order); skip GPU-marked tests on
+    machines without CUDA."""
+    items.sort(key=_longest_first)
     try:
         import torch
 
