@@ -115,7 +115,9 @@ vllm: $(VLLM_VENV)/.installed
 
 install: $(BIN)/.installed
 
-demo: $(DEMO_VENV)/.installed
+# the venv's requirements install while the llama.cpp wheel compiles
+demo:
+	$(MAKE) --no-print-directory -j2 $(DEMO_VENV)/.installed
 	HF_HUB_OFFLINE=1 $(DEMO_VENV)/bin/selfrag index examples/corpus --store $(STORE)
 	HF_HUB_OFFLINE=1 $(DEMO_VENV)/bin/selfrag ask "$(QUESTION)" --store $(STORE)
 
