@@ -1,5 +1,6 @@
 """What the SFT, DPO and RLOO trainers share: TRL trainer arguments, CPU threads, the token-row
-learning rate, callbacks, resuming, and saving the adapter with its metadata."""
+learning rate, callbacks, resuming, cuDNN attention kept out of training, and saving the adapter with
+its metadata."""
 
 from __future__ import annotations
 
@@ -120,6 +121,33 @@ def set_token_lr(trainer, lr: float) -> None:
     trainer.optimizer = torch.optim.AdamW([g for g in groups if g["params"]], weight_decay=trainer.args.weight_decay)
 
 
+def cudnn_attention_off():
+    """A context in which PyTorch's scaled-dot-product attention does not use its cuDNN kernel.
+
+    From torch 2.11 cuDNN is SDPA's first choice on H100/H200 whenever a mask tensor is passed (every
+    padded batch), and its backward returns NaN in ``grad_q`` when the padded length is 64 mod 128
+    and a query row's logsumexp is below -ln(FLT_MAX) = -88.7 (pytorch/pytorch#196678). Qwen2.5's
+    attention-sink heads (0.5B: layer 8 head 3, layer 0 head 1) have such rows in every batch, so the
+    first batch padded to 64, 192 or 320 tokens makes every gradient NaN and, after the clipped
+    optimizer step, every adapter weight. The memory-efficient kernel (or flash without a mask)
+    takes over at about the same speed; on a CPU the switch changes nothing.
+    """
+    from contextlib import contextmanager
+
+    import torch
+
+    @contextmanager
+    def off():
+        was = torch.backends.cuda.cudnn_sdp_enabled()
+        torch.backends.cuda.enable_cudnn_sdp(False)
+        try:
+            yield
+        finally:
+            torch.backends.cuda.enable_cudnn_sdp(was)
+
+    return off()
+
+
 def earlier_seconds(adapter_dir: Path) -> float:
     """Training seconds of the finished run this one resumes (0 when it left no adapter)."""
     try:
@@ -147,7 +175,8 @@ def last_checkpoint(cfg: SFTRunConfig, output_dir: Path) -> str | None:
 
 def train_resuming(trainer, cfg: SFTRunConfig, output_dir: Path) -> tuple[Any, float, Path, float, str | None]:
     """Train with the reflection-token learning rate, resuming from the last checkpoint when there is one
-    and it belongs to this run (:mod:`training.core.run_identity`).
+    and it belongs to this run (:mod:`training.core.run_identity`), without cuDNN attention
+    (:func:`cudnn_attention_off`).
 
     Returns the train result, its seconds, the adapter folder, the seconds of earlier runs and the
     checkpoint resumed from (None for a fresh run).
@@ -165,7 +194,8 @@ def train_resuming(trainer, cfg: SFTRunConfig, output_dir: Path) -> tuple[Any, f
     if trainer.is_world_process_zero():
         write_identity(output_dir, identity)
     start = time.time()
-    result = trainer.train(resume_from_checkpoint=last)
+    with cudnn_attention_off():
+        result = trainer.train(resume_from_checkpoint=last)
     seconds = time.time() - start
     adapter_dir = output_dir / "adapter"
     return result, seconds, adapter_dir, (earlier_seconds(adapter_dir) if last else 0.0), last
