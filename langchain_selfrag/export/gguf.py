@@ -1,9 +1,9 @@
-"""Write a Hugging Face model (Llama, Mistral, Gemma 3) as a GGUF file with the reflection tokens as control tokens.
+"""Write a Hugging Face model (Llama, Mistral, Qwen2, Gemma 3) as a GGUF file with the reflection tokens as control tokens.
 
 Written with the ``gguf`` package (llama.cpp's ``gguf-py``) and following llama.cpp's
 ``convert_hf_to_gguf.py`` for what it writes: the architecture's hyperparameters and tensor layout
-(:mod:`.layouts`: Llama's Q/K permutation and RoPE scaling, Gemma 3's ``1 + w`` norms and sliding
-window), SentencePiece vocabularies as tokenizer model ``llama`` with scores and byte tokens,
+(:mod:`.layouts`: Llama's Q/K permutation and RoPE scaling, Qwen2's biases, Gemma 3's ``1 + w`` norms
+and sliding window), SentencePiece vocabularies as tokenizer model ``llama`` with scores and byte tokens,
 byte-level BPE as ``gpt2`` with the pre-tokenizer named after the tokenizer's own split rules.
 We keep our own writer because the converter is not installable as a package and cannot mark our
 added tokens as control tokens or copy tokenizer metadata from a source GGUF.
@@ -105,7 +105,7 @@ def export_gguf(
     outtype: str = "q8_0",
     name: str | None = None,
 ) -> Path:
-    """Write the HF model in ``model_dir`` (Llama, Mistral or Gemma 3 text) as a GGUF file.
+    """Write the HF model in ``model_dir`` (Llama, Mistral, Qwen2 or Gemma 3 text) as a GGUF file.
 
     ``source_gguf``: the GGUF the base model came from; its tokenizer metadata is copied (it is
     also read from ``selfrag_training.json`` when the base model was a ``.gguf`` path). ``outtype``:

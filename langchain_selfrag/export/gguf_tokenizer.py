@@ -19,6 +19,8 @@ from . import ExportError
 _LLAMA3_SPLIT = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
+#: Qwen2's split rule: Llama 3's with single digits
+_QWEN2_SPLIT = _LLAMA3_SPLIT.replace(r"\p{N}{1,3}", r"\p{N}")
 _PROBE = (
     "### Instruction:\nWho wrote Hamlet in 1603?  Two  spaces,\ttabs and 3.14 don't matter.\n\n### Response:\n"
     "[Retrieval]<paragraph>Hamlet\nA tragedy (c. 1600) by William Shakespeare.</paragraph>[Relevant]"
@@ -104,8 +106,11 @@ def bpe_pre_tokenizer(spec: dict[str, Any]) -> str:
     if kinds == ["Digits", "ByteLevel"] and steps[0].get("individual_digits") and steps[1].get("use_regex", True):
         return "smollm"
     if kinds == ["Split", "ByteLevel"] and not steps[1].get("use_regex", True):
-        if steps[0].get("pattern", {}).get("Regex") == _LLAMA3_SPLIT and spec["model"].get("ignore_merges"):
+        regex = steps[0].get("pattern", {}).get("Regex")
+        if regex == _LLAMA3_SPLIT and spec["model"].get("ignore_merges"):
             return "llama-bpe"
+        if regex == _QWEN2_SPLIT:
+            return "qwen2"
     raise ExportError(
         f"no llama.cpp pre-tokenizer is known for the pre-tokenizer {spec.get('pre_tokenizer')}; "
         "export from a base GGUF (source_gguf) to copy its tokenizer metadata"

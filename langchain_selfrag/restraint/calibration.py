@@ -189,14 +189,15 @@ def model_file(lm: Any) -> str | None:
 
 
 def calibration_for(lm: Any, path: str | Path | None = None) -> Calibration | None:
-    """The shipped calibration (``path``, default the bundled model's :data:`CALIBRATION_FILE`) when
-    it was fitted for the very model file behind ``lm``; None otherwise (a calibration is per model)."""
+    """The shipped calibration (``path``, default every bundled model's :data:`CALIBRATION_FILE`) that
+    was fitted for the very model file behind ``lm``; None otherwise (a calibration is per model)."""
     if path is None:
-        from ..bundled import bundle_dir
+        from ..bundled import shipped_files
 
-        path = bundle_dir() / CALIBRATION_FILE
+        paths = shipped_files(CALIBRATION_FILE)
+    else:
+        paths = [Path(path)] if Path(path).is_file() else []
     name = model_file(lm)
-    if name is None or not Path(path).is_file():
+    if name is None:
         return None
-    calibration = Calibration.load(path)
-    return calibration if calibration.model == name else None
+    return next((cal for cal in map(Calibration.load, paths) if cal.model == name), None)

@@ -14,6 +14,7 @@ pytest.importorskip("peft")
 from tiny_models import (  # noqa: E402
     build_tiny_gemma3_model,
     build_tiny_llama3_model,
+    build_tiny_qwen2_model,
     build_tiny_spm_model,
     plain_tiny_model,
     write_sft_records,
@@ -254,5 +255,42 @@ def test_gemma3_settings_llama_cpp_fixes_otherwise_are_refused(setting, message,
 
 def test_unsupported_architectures_are_named(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
-    with pytest.raises(ExportError, match="gemma3_text, llama, mistral models, not 'gpt2'"):
+    with pytest.raises(ExportError, match="gemma3_text, llama, mistral, qwen2 models, not 'gpt2'"):
         export_gguf(tmp_path, tmp_path / "x.gguf")
+
+
+def test_qwen2_model_exports_and_matches(tmp_path):
+    """Qwen2: biases on Q, K and V, no Q/K permutation, an untied output matrix, Qwen2's pre-tokenizer."""
+    src = build_tiny_qwen2_model(tmp_path / "hf")
+    path = export_gguf(src, tmp_path / "q.gguf", outtype="f32")
+    reader = gguf.GGUFReader(str(path))
+    assert reader.fields["general.architecture"].contents() == "qwen2"
+    assert reader.fields["tokenizer.ggml.pre"].contents() == "qwen2"
+    names = {t.name for t in reader.tensors}
+    assert {"output.weight", "blk.0.attn_q.bias", "blk.0.attn_k.bias", "blk.0.attn_v.bias"} <= names
+    assert set(control_tokens(path).values()) == {int(gguf.TokenType.CONTROL)} and len(control_tokens(path)) == 15
+    assert max(compare_backends(src, path, TOKENIZER_PROMPTS).values()) < F32_TOL
+    assert next_token_gap(src, path, TOKENIZER_PROMPTS) < NEXT_TOKEN_TOL
+
+
+def test_qwen2_adapter_merges_onto_its_gguf_as_peft_does(tmp_path):
+    """The numpy merge onto a Qwen2 GGUF whose vocabulary lacks the reflection tokens (as the published
+    Qwen GGUFs do): the 15 tokens are appended to the embedding and the untied output matrix, and the
+    merged file gives PEFT's merged model's next-token probabilities."""
+    base = build_tiny_qwen2_model(tmp_path / "base", reflection_tokens=False)
+    base_gguf = export_gguf(base, tmp_path / "base.gguf", outtype="f32")
+    data = write_sft_records(tmp_path / "train.jsonl")
+    res = train_sft(SFTRunConfig(str(base_gguf), str(data), str(tmp_path / "run"), max_steps=2, batch_size=4,
+                                 save_steps=100, learning_rate=5e-2, token_learning_rate=5e-2, threads=1))
+    config = json.loads((res.adapter_dir / "adapter_config.json").read_text())
+    assert set(config["trainable_token_indices"]) == {"embed_tokens", "lm_head"}  # untied: both sides trained
+    out = bundled.build_gguf(tmp_path / "merged.gguf", folder=res.adapter_dir, base=base_gguf, outtype="f32",
+                             progress=False)
+    assert len(control_tokens(out)) == 15
+    merged, tokenizer, _ = load_trained(res.adapter_dir)
+    hf_dir = tmp_path / "merged-hf"
+    merged.save_pretrained(hf_dir)
+    tokenizer.save_pretrained(hf_dir)
+    assert next_token_gap(hf_dir, out, TOKENIZER_PROMPTS) < NEXT_TOKEN_TOL
+    # the trained rows matter: the base with mean-initialised token rows is further off
+    assert next_token_gap(hf_dir, base_gguf, PROMPTS) > 10 * NEXT_TOKEN_TOL

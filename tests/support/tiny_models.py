@@ -89,16 +89,17 @@ def _save_tiny_llama(tokenizer, out: Path, *, seed: int, layers: int, hidden: in
     return out
 
 
-def _tiny_bpe_tokenizer(seed: int, *, reflection_tokens: bool = True):
-    """A byte-level BPE tokenizer with Llama-3's split rules, trained here on invented sentences."""
+def _tiny_bpe_tokenizer(seed: int, *, reflection_tokens: bool = True, qwen2: bool = False):
+    """A byte-level BPE tokenizer with Llama-3's split rules (or Qwen2's: single digits, merges
+    always applied), trained here on invented sentences."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
-    from langchain_selfrag.export.gguf_tokenizer import _LLAMA3_SPLIT
+    from langchain_selfrag.export.gguf_tokenizer import _LLAMA3_SPLIT, _QWEN2_SPLIT
 
-    backend = Tokenizer(models.BPE(ignore_merges=True))
+    backend = Tokenizer(models.BPE(ignore_merges=not qwen2))
     backend.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(_LLAMA3_SPLIT), behavior="isolated", invert=False),
+        pre_tokenizers.Split(Regex(_QWEN2_SPLIT if qwen2 else _LLAMA3_SPLIT), behavior="isolated", invert=False),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
     ])
     backend.decoder = decoders.ByteLevel()
@@ -135,6 +136,33 @@ def build_tiny_llama3_model(out_dir: str | os.PathLike, *, seed: int = 0, rope_t
     rope = ropes[rope_type]
     return _save_tiny_llama(tokenizer, out, seed=seed, layers=2, hidden=64, max_position_embeddings=4096,
                             rope_parameters=rope)
+
+
+def build_tiny_qwen2_model(out_dir: str | os.PathLike, *, seed: int = 0, reflection_tokens: bool = True) -> Path:
+    """A tiny random Qwen2 model: Qwen2's pre-tokenizer, random (so they matter) biases on Q, K and V,
+    an untied output matrix (peaked) and Qwen2.5's RoPE base."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = _tiny_bpe_tokenizer(seed, reflection_tokens=reflection_tokens, qwen2=True)
+    tokenizer.add_special_tokens({"unk_token": "<|endoftext|>"})  # AutoTokenizer loads it as Qwen2's, which has one
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(Qwen2Config(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=4096, rope_parameters={"rope_type": "default", "rope_theta": 1e6},
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=False,
+    ))
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith("proj.bias"):
+                param.normal_(0.0, 0.5)
+        model.lm_head.weight.mul_(40.0)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
 
 
 def build_tiny_gemma3_model(out_dir: str | os.PathLike, *, seed: int = 0, reflection_tokens: bool = True,

@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 pytest.importorskip("peft")
 
-from tiny_models import plain_tiny_model, write_sft_records  # noqa: E402
+from tiny_models import build_tiny_qwen2_model, plain_tiny_model, write_sft_records  # noqa: E402
 
 from langchain_selfrag import tokens as T  # noqa: E402
 from langchain_selfrag.export.hf import add_reflection_tokens, load_base, reflection_token_ids  # noqa: E402
@@ -309,3 +309,38 @@ def test_training_from_a_layer_up_leaves_the_lower_layers_and_token_rows_unchang
     with pytest.raises(TrainingError, match="leaves nothing to train"):
         train_sft(SFTRunConfig(str(plain_dir), str(train), str(tmp_path / "p3"), max_steps=1, batch_size=4, threads=1,
                                init_adapter=str(first.adapter_dir), train_from_layer=2))
+
+
+def test_upper_layers_of_an_untied_model_train_the_head_rows_and_pack_without_idle_layers(tmp_path):
+    """A fresh run from layer 1 (of 2) on an untied model (Qwen2): layer 0's LoRA and the input token rows
+    stay as they started, layer 1's LoRA and the output head's token rows train; the packed adapter leaves
+    layer 0 out and rebuilds the same model."""
+    from safetensors.torch import load_file
+
+    from langchain_selfrag import bundled
+    from training.core.adapters import prepare_model
+    from training.core.export import pack_adapter
+
+    base = build_tiny_qwen2_model(tmp_path / "base", reflection_tokens=False)
+    train = write_sft_records(tmp_path / "train.jsonl", n=4)
+    run = train_sft(SFTRunConfig(str(base), str(train), str(tmp_path / "run"), max_steps=2, batch_size=4, threads=1,
+                                 learning_rate=5e-2, token_learning_rate=5e-2, train_from_layer=1))
+    weights = load_file(str(run.adapter_dir / "adapter_model.safetensors"))
+    model, _, ids = prepare_model(str(base))
+    rows = sorted(ids.values())
+    start_in = model.get_input_embeddings().weight[rows]
+    start_out = model.get_output_embeddings().weight[rows]
+    assert all(not weights[k].any() for k in weights if ".layers.0." in k and "lora_B" in k)
+    assert any(weights[k].any() for k in weights if ".layers.1." in k and "lora_B" in k)
+    assert torch.allclose(weights["base_model.model.model.embed_tokens.token_adapter.trainable_tokens_delta"], start_in)
+    assert not torch.allclose(weights["base_model.model.lm_head.token_adapter.trainable_tokens_delta"], start_out)
+
+    folder = pack_adapter(run.adapter_dir, tmp_path / "pack", base_name="tiny-qwen2")
+    packed = load_file(str(folder / "adapter_model.safetensors"))
+    assert packed and not any(".layers.0." in k for k in packed)
+    assert json.loads((folder / "adapter_config.json").read_text())["layers_to_transform"] == [1]
+    reference, _, _ = load_trained(run.adapter_dir)
+    rebuilt, _ = bundled.build_model(folder, base)
+    ref_state = reference.state_dict()
+    for name, value in rebuilt.state_dict().items():
+        assert torch.allclose(value, ref_state[name], atol=2e-3), name  # LoRA shipped in fp16

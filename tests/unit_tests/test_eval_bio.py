@@ -150,7 +150,7 @@ def test_restrained_answers_do_not_resume_under_another_calibration(tmp_path, mo
     bundle = tmp_path / "bundle"
     bundle.mkdir()
     (bundle / CALIBRATION_FILE).write_text(json.dumps({"calibration": shipped.to_dict()}))
-    monkeypatch.setattr("langchain_selfrag.bundled.bundle_dir", lambda: bundle)
+    monkeypatch.setattr("langchain_selfrag.bundled.shipped_files", lambda name: [bundle / name])
     assert restraint_calibration(Model(), restrained) == shipped.to_dict()
     assert restraint_calibration(Model(), plain) is None  # nothing restrains: no calibration applies
     out = tmp_path / "run"

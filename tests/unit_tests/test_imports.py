@@ -48,9 +48,9 @@ EXPECTED_ALL = {
         "load_dataset", "match", "normalize_answer", "resolve_systems", "run_evaluation", "select_examples",
     ],
     "langchain_selfrag.bundled": [
-        "ADAPTER_FILE", "BundleError", "CONFIG_FILE", "INSTALL_HINT", "META_FILE", "MODEL_NAME", "OUTTYPE",
-        "build_gguf",
-        "build_model", "bundle_available", "bundle_dir", "cache_dir", "cached_gguf_path", "default_model_path",
+        "ADAPTER_FILE", "BUNDLED", "BundleError", "BundledModel", "CONFIG_FILE", "DEFAULT_MODEL", "INSTALL_HINT",
+        "META_FILE", "MODEL_NAME", "OUTTYPE", "build_gguf", "build_model", "bundle_available", "bundle_dir",
+        "bundled_model", "cache_dir", "cached_gguf_path", "default_model_path", "shipped_files",
     ],
     "langchain_selfrag.export": [
         "ExportError",

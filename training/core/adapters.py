@@ -14,9 +14,24 @@ from langchain_selfrag.export.hf import add_reflection_tokens, load_base
 from .config import META_FILE, SFTRunConfig, TrainingError
 
 
+def resolve_base(base_model: str) -> str:
+    """A base known by name (``qwen2.5-coder-0.5b-instruct``, ``smollm2-135m-instruct``, …:
+    :data:`langchain_selfrag.bundled.bases.BASES`) as its checked GGUF path; anything else as given."""
+    from langchain_selfrag.bundled import BundleError
+    from langchain_selfrag.bundled.bases import base_gguf_path, is_base_name
+
+    if not is_base_name(base_model):
+        return base_model
+    try:
+        return str(base_gguf_path(base_model))
+    except BundleError as exc:
+        raise TrainingError(str(exc)) from exc
+
+
 def prepare_model(base_model: str, *, add_tokens: bool = True):
-    """Load the base and add the reflection tokens: ``(model, tokenizer, token ids)``."""
-    model, tokenizer = load_base(base_model)
+    """Load the base (a path, hub id or known base name) and add the reflection tokens:
+    ``(model, tokenizer, token ids)``."""
+    model, tokenizer = load_base(resolve_base(base_model))
     ids = add_reflection_tokens(model, tokenizer) if add_tokens else {}
     return model, tokenizer, ids
 

@@ -40,8 +40,9 @@ def add_sft_arguments(ap: argparse.ArgumentParser, *, lr: float, max_length: int
     ap.add_argument("--gradient-checkpointing", action="store_true")
     ap.add_argument("--init-adapter", help="start from this adapter/ of an earlier run (a second phase)")
     ap.add_argument("--train-from-layer", type=int, default=0, metavar="N",
-                    help="train only the LoRA weights of decoder layers N and above and freeze the reflection-token "
-                         "rows (continuing an adapter): the backward pass stops at layer N, so a step costs less")
+                    help="train only the LoRA weights of decoder layers N and above (and the reflection-token rows of an "
+                         "untied output head; the input rows stay as they are): the backward pass stops at layer N, "
+                         "so a step costs less")
     ap.add_argument("--seed", type=int, default=0)
 
 

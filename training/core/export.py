@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from langchain_selfrag.export import ExportError
 
 from .adapters import load_trained
 from .config import META_FILE
+
+_LAYER = re.compile(r"\.layers\.(\d+)\.")
 
 
 def export_merged(adapter_dir: str | os.PathLike, out_dir: str | os.PathLike, *, base_model: str | None = None) -> Path:
@@ -32,10 +35,22 @@ def export_merged(adapter_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
     return out
 
 
+def untrained_layers(weights: dict) -> set[int]:
+    """Decoder layers whose every LoRA ``B`` is still zero (frozen by ``--train-from-layer``)."""
+    layers: dict[int, bool] = {}
+    for name, value in weights.items():
+        found = _LAYER.search(name)
+        if found and ".lora_B." in name:
+            layer = int(found.group(1))
+            layers[layer] = layers.get(layer, True) and not bool(value.any())
+    return {layer for layer, zero in layers.items() if zero}
+
+
 def pack_adapter(adapter_dir: str | os.PathLike, out_dir: str | os.PathLike, *, base_name: str | None = None) -> Path:
     """Copy a trained adapter into a small shippable folder: fp16 LoRA + token rows, config, metadata.
 
-    The reflection-token rows stay fp32 (they are few and start far from any trained row).
+    The reflection-token rows stay fp32 (they are few and start far from any trained row). Layers
+    whose LoRA was never trained are left out (the config's ``layers_to_transform`` names the rest).
     ``base_name`` replaces the machine-specific base-model path in the metadata.
     """
     import torch
@@ -46,9 +61,15 @@ def pack_adapter(adapter_dir: str | os.PathLike, out_dir: str | os.PathLike, *, 
         raise ExportError(f"{src} has no adapter_model.safetensors")
     out.mkdir(parents=True, exist_ok=True)
     weights = load_file(str(src / "adapter_model.safetensors"))
+    config = json.loads((src / "adapter_config.json").read_text())
+    idle = untrained_layers(weights)
+    if idle:
+        weights = {k: v for k, v in weights.items() if not ((m := _LAYER.search(k)) and int(m.group(1)) in idle)}
+        config["layers_to_transform"] = sorted({int(m.group(1)) for k in weights if (m := _LAYER.search(k))})
+        config["layers_pattern"] = "layers"
     packed = {k: (v if "trainable_tokens" in k else v.to(torch.float16)).contiguous() for k, v in weights.items()}
     save_file(packed, str(out / "adapter_model.safetensors"))
-    (out / "adapter_config.json").write_text((src / "adapter_config.json").read_text())
+    (out / "adapter_config.json").write_text(json.dumps(config, indent=2))
     meta = json.loads((src / "selfrag_training.json").read_text())
     if base_name:
         meta["base_model"] = base_name

@@ -95,16 +95,23 @@ def _checkpointing_kwarg(config_cls, enabled: bool) -> dict[str, bool]:
 
 
 def freeze_below(model, layer: int) -> int:
-    """Freeze the trainable parameters of decoder layers below ``layer`` and the reflection-token rows;
-    how many tensors were frozen. Nothing below ``layer`` then needs a gradient, so autograd's
-    backward pass stops there."""
+    """Freeze the trainable parameters of decoder layers below ``layer`` and the input embedding's
+    reflection-token rows; how many tensors were frozen. Nothing below ``layer`` then needs a gradient,
+    so autograd's backward pass stops there. The token rows of an untied output head stay trainable:
+    their gradient comes from the head alone (a tied head shares the frozen input rows)."""
     if layer <= 0:
         return 0
+
+    def params_of(module) -> set[int]:
+        return {id(p) for p in module.parameters()} if module is not None else set()
+
+    head_only = params_of(model.get_output_embeddings()) - params_of(model.get_input_embeddings())
     index = re.compile(r"\.layers\.(\d+)\.")
     frozen = 0
     for name, param in model.named_parameters():
         found = index.search(name)
-        if param.requires_grad and ("trainable_tokens" in name or (found and int(found.group(1)) < layer)):
+        input_rows = "trainable_tokens" in name and id(param) not in head_only
+        if param.requires_grad and (input_rows or (found and int(found.group(1)) < layer)):
             param.requires_grad_(False)
             frozen += 1
     return frozen

@@ -1,0 +1,113 @@
+"""What a reflection model costs on this machine's CPU, several models in one run: its GGUF build, the
+answer to ``make demo``'s question, its peak memory, and the throughput benchmark.
+
+Each ``--model`` is a bundled model's name (``selfrag-smollm2-135m``, ``selfrag-qwen2.5-coder-0.5b``) or
+an adapter folder (a candidate, built the same way). For each one:
+
+* ``build_s``, ``gguf_mb``: :func:`langchain_selfrag.bundled.build_gguf` into an empty cache folder, as a
+  user's first run does (the base's join from its part packages not included);
+* ``demo_s``, ``demo_peak_rss_mb``, ``demo_answer``: ``selfrag ask QUESTION`` in a fresh process over the
+  demo corpus (``examples/corpus``, indexed once into a temporary Chroma store), wall time and the
+  child's peak resident memory, model load included;
+* ``throughput``: ``benchmarks/throughput.py`` on the same corpus (sequential and ``--concurrency``).
+
+    python benchmarks/model_cost.py --model selfrag-smollm2-135m --model selfrag-qwen2.5-coder-0.5b \\
+        --json benchmarks/results/model_cost.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from benchmarks.record import Run  # noqa: E402
+
+QUESTION = "How does Self-RAG decide whether to retrieve passages?"
+CORPUS = ROOT / "examples" / "corpus"
+
+
+def selfrag_command() -> list[str]:
+    return [sys.executable, "-m", "langchain_selfrag.cli"]
+
+
+def timed_child(cmd: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    """``(seconds, peak resident MB, stdout)`` of one child process (its own peak, from ``wait4``)."""
+    start = time.perf_counter()
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        out.seek(0)
+        text = out.read().decode()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(cmd[:4])} … failed (exit {os.waitstatus_to_exitcode(status)})")
+    return seconds, usage.ru_maxrss / 1024, text
+
+
+def build(model: str, cache: Path) -> tuple[Path, float]:
+    """The model's GGUF built into ``cache`` and the seconds it took."""
+    from langchain_selfrag import bundled
+
+    folder = bundled.bundle_dir(model) if model in bundled.BUNDLED else Path(model)
+    out = bundled.cached_gguf_path(folder)
+    if out is None:
+        raise SystemExit(f"{model}: no adapter or no base GGUF ({bundled.BUNDLED[model].install_hint if model in bundled.BUNDLED else folder})")
+    start = time.perf_counter()
+    path = bundled.build_gguf(cache / out.name, folder=folder, progress=False)
+    return path, time.perf_counter() - start
+
+
+def measure(model: str, store: Path, cache: Path, args, env: dict[str, str]) -> dict:
+    gguf, build_s = build(model, cache)
+    seconds, rss, text = timed_child([*selfrag_command(), "ask", args.question, "--store", str(store),
+                                      "--model", str(gguf), "--json"], env)
+    answer = json.loads(text)
+    row = {"model": model, "gguf": gguf.name, "build_s": round(build_s, 1), "gguf_mb": round(gguf.stat().st_size / 1e6, 1),
+           "demo_s": round(seconds, 2), "demo_peak_rss_mb": round(rss), "demo_answer": answer.get("answer"),
+           "demo_abstained": answer.get("abstained"), "demo_citations": answer.get("citations")}
+    if args.throughput_queries:
+        with tempfile.TemporaryDirectory() as tmp:
+            result = Path(tmp) / "t.json"
+            subprocess.run([sys.executable, str(ROOT / "benchmarks" / "throughput.py"), "--model", str(gguf),
+                            "--queries", str(args.throughput_queries), "--concurrency", args.concurrency,
+                            "--json", str(result)], check=True, env=env, stdout=subprocess.DEVNULL)
+            row["throughput"] = json.loads(result.read_text())["figures"]
+    print(json.dumps({k: v for k, v in row.items() if k != "throughput"}), flush=True)
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", action="append", required=True, help="a bundled model's name or an adapter folder (repeat)")
+    ap.add_argument("--question", default=QUESTION)
+    ap.add_argument("--corpus", default=str(CORPUS))
+    ap.add_argument("--throughput-queries", type=int, default=8, help="0: skip the throughput benchmark")
+    ap.add_argument("--concurrency", default="4")
+    ap.add_argument("--json", help="write the results file here (benchmarks/record.py)")
+    args = ap.parse_args(argv)
+    run = Run("model_cost")
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "SELFRAG_CACHE_DIR": str(Path(tmp) / "cache")}
+        store = Path(tmp) / "store"
+        subprocess.run([*selfrag_command(), "index", args.corpus, "--store", str(store)], check=True, env=env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.environ["SELFRAG_CACHE_DIR"] = env["SELFRAG_CACHE_DIR"]
+        rows = [measure(model, store, Path(tmp) / "cache", args, env) for model in args.model]
+    if args.json:
+        run.write(args.json, vars(args), {"models": rows})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
