@@ -11,6 +11,14 @@ from eval_rows import write_rows
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+# Under pytest-xdist each worker is one of N processes sharing the cores: it gets its share of threads
+# (torch's OpenMP pool, llama.cpp and ONNX Runtime through SELFRAG_THREADS; subprocesses inherit them).
+# With a pool as large as the machine in every worker, the pools spin against one another: five test
+# files on 2 workers took 421 s of CPU that way and 179 s with one thread each (2 cores, 2026-11-27).
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+if _WORKERS > 1:
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "SELFRAG_THREADS"):
+        os.environ.setdefault(_name, str(max(1, (os.cpu_count() or 1) // _WORKERS)))
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
