@@ -467,7 +467,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--split", choices=SPLITS, default="validation")
     ap.add_argument("--kinds", default=",".join(KINDS), help="comma-separated subset of " + ", ".join(KINDS))
     ap.add_argument("--out", required=True, help="folder for records.jsonl, summary.json and risk_coverage.png")
-    ap.add_argument("--model", help="model file (default: the bundled model)")
+    ap.add_argument("--model", help="model file, or a bundled model's name (default: the bundled model)")
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data"),
                     help="folder with squad2_dev_half.json (the squad kind's test part)")
     ap.add_argument("--n-squad", type=int, default=150, help="answerable SQuAD questions (unanswerable: half)")
@@ -503,10 +503,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     bench = Run("trust_suite")
     if not args.summarize_only:
-        from langchain_selfrag import bundled
+        from langchain_selfrag.graph.context import model_path
         from langchain_selfrag.lm import load_reflection_lm
 
-        model = args.model or str(bundled.default_model_path())
+        model = model_path(args.model)  # a file, or a bundled model's or base's name
         options = {"n_threads": args.threads} if args.threads else {}
         lm = load_reflection_lm(model, **options)
         (out / "run.json").write_text(json.dumps({"model": model, "split": args.split, "paper": args.paper,
