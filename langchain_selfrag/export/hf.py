@@ -44,6 +44,7 @@ def load_base(model: str | os.PathLike, *, dtype: Any = None):
             tokenizer = AutoTokenizer.from_pretrained(str(path.parent), **kwargs)
             check_whole_words(tokenizer, path.name)
             loaded = AutoModelForCausalLM.from_pretrained(str(path.parent), dtype=torch.float32, **kwargs)
+            check_no_tokens_beyond(tokenizer, loaded.get_input_embeddings().weight.shape[0], path.name)
             config = AutoConfig.from_pretrained(str(path.parent), **kwargs)
             for key in ("quantization_config", "_name_or_path"):
                 if hasattr(config, key):
@@ -113,6 +114,33 @@ def check_whole_words(tokenizer, name: str) -> None:
             "them whole, so a model trained on this would read text unlike it is read at inference. "
             "Use a transformers release that converts this GGUF's tokenizer with its merges "
             "(5.24 does for Gemma 3; 5.2 and 5.17 do not) or give the base as a Hugging Face folder."
+        )
+
+
+def tokens_beyond(tokenizer, rows: int) -> list[str]:
+    """The tokens of ``tokenizer`` whose id is ``rows`` or more: tokens a model with ``rows``
+    embedding rows (a GGUF's vocabulary) does not have."""
+    return [tok for tok, i in sorted(tokenizer.get_vocab().items(), key=lambda kv: kv[1]) if i >= rows]
+
+
+def check_no_tokens_beyond(tokenizer, rows: int, name: str) -> None:
+    """Refuse a tokenizer converted from a GGUF that holds tokens the GGUF's vocabulary lacks.
+
+    transformers 5.2 to 5.5 add five code-infilling tokens (``▁<PRE>``...) to SmolLM2's GGUF tokenizer,
+    and 5.2 adds ``<|im_start|>`` and ``<|im_end|>`` to a qwen2 GGUF's that lacks them: the reflection
+    tokens would then get ids past tokens llama.cpp never sees, and the trained adapter would not line
+    up with the GGUF when it is merged.
+    """
+    extra = tokens_beyond(tokenizer, rows)
+    if extra:
+        import transformers
+
+        raise ModelSetupError(
+            f"transformers {transformers.__version__} converted the tokenizer of {name} with "
+            f"{len(extra)} token(s) its vocabulary of {rows} lacks ({', '.join(repr(t) for t in extra[:4])}); "
+            "the reflection tokens would not line up with the GGUF. Use a transformers release that "
+            "converts this GGUF's tokenizer as it is (5.6 and later do for SmolLM2) or give the base as a "
+            "Hugging Face folder."
         )
 
 

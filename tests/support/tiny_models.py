@@ -108,8 +108,9 @@ def _tiny_bpe_tokenizer(seed: int, *, reflection_tokens: bool = True, qwen2: boo
     lines = invented_sentences(seed=seed)
     prompts = [f"### Instruction:\n{line}\n\n### Response:\n" for line in lines[:100]]  # "\n\n" merges
     backend.train_from_iterator(lines + prompts, trainer=trainer)
-    bos = backend.token_to_id("<|begin_of_text|>")
-    backend.post_processor = processors.TemplateProcessing(single="<|begin_of_text|> $A", special_tokens=[("<|begin_of_text|>", bos)])
+    if not qwen2:  # Qwen2 adds no BOS token (its GGUFs say add_bos_token = false)
+        bos = backend.token_to_id("<|begin_of_text|>")
+        backend.post_processor = processors.TemplateProcessing(single="<|begin_of_text|> $A", special_tokens=[("<|begin_of_text|>", bos)])
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<|begin_of_text|>", eos_token="<|end_of_text|>")
     if reflection_tokens:
         tokenizer.add_special_tokens({"additional_special_tokens": list(T.REFLECTION_TOKENS)})
@@ -148,6 +149,8 @@ def build_tiny_qwen2_model(out_dir: str | os.PathLike, *, seed: int = 0, reflect
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = _tiny_bpe_tokenizer(seed, reflection_tokens=reflection_tokens, qwen2=True)
     tokenizer.add_special_tokens({"unk_token": "<|endoftext|>"})  # AutoTokenizer loads it as Qwen2's, which has one
+    # Qwen2's chat tokens, as every Qwen2 vocabulary has them (transformers 5.2 adds them to a qwen2 GGUF's)
+    tokenizer.add_tokens(["<|im_start|>", "<|im_end|>"], special_tokens=True)
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(Qwen2Config(
         vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,

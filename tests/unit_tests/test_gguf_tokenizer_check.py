@@ -1,10 +1,18 @@
-"""A tokenizer converted from a GGUF must read common words whole when its vocabulary holds them whole."""
+"""A tokenizer converted from a GGUF must read common words whole when its vocabulary holds them whole,
+and hold no token the GGUF's vocabulary lacks."""
 
 from __future__ import annotations
 
 import pytest
 
-from langchain_selfrag.export.hf import WHOLE_WORDS_PROBE, ModelSetupError, check_whole_words, split_whole_words
+from langchain_selfrag.export.hf import (
+    WHOLE_WORDS_PROBE,
+    ModelSetupError,
+    check_no_tokens_beyond,
+    check_whole_words,
+    split_whole_words,
+    tokens_beyond,
+)
 
 MARK = "\u2581"  # SentencePiece's word start, as in Gemma 3's vocabulary
 
@@ -55,3 +63,14 @@ def test_words_the_vocabulary_lacks_are_not_counted():
     tok = PieceTokenizer(whole=False, vocab_words=[])  # a vocabulary of pieces only: splitting is its own rule
     assert split_whole_words(tok) == ([], ["a"])  # "▁a" is both the piece and the word
     check_whole_words(tok, "base.gguf")
+
+
+def test_tokens_past_the_gguf_vocabulary_are_refused():
+    pytest.importorskip("transformers")
+    tok = PieceTokenizer(whole=True)
+    rows = len(tok.get_vocab())
+    check_no_tokens_beyond(tok, rows, "base.gguf")
+    tok.vocab.update({"<|im_start|>": rows, "<|im_end|>": rows + 1})  # as transformers 5.2 adds to a qwen2 GGUF's
+    assert tokens_beyond(tok, rows) == ["<|im_start|>", "<|im_end|>"]
+    with pytest.raises(ModelSetupError, match=r"base\.gguf with 2 token\(s\) its vocabulary of \d+ lacks \('<\|im_start\|>'"):
+        check_no_tokens_beyond(tok, rows, "base.gguf")
