@@ -288,6 +288,18 @@ def render_trust_compare() -> str:
     return "\n".join(rows)
 
 
+def render_backend_agreement() -> str:
+    """One row per run of ``benchmarks/backend_agreement.py``: worst probability gap per pair of backends."""
+    rows = ["| results file | model | pair | Retrieve | IsRel | IsSup | IsUse |", "|---|---|---|---:|---:|---:|---:|"]
+    for name in family("backend_agreement"):
+        data = result(name)
+        model = Path(data["settings"]["gguf"]).name
+        for pair, worst in data["figures"]["worst_abs_difference"].items():
+            cells = " | ".join(f"{worst[k]:.1e}" for k in ("retrieve", "isrel", "issup", "isuse"))
+            rows.append(f"| `{rel(RESULTS_DIR / (name + '.json'))}` | `{model}` | {pair.replace('_vs_', ' / ')} | {cells} |")
+    return "\n".join(rows)
+
+
 #: The trust suite's kinds of text, in words.
 KIND_NAMES = {"docs": "package READMEs from PyPI", "news": "invented news reports", "invented": "invented fact sheets",
               "squad": "held-out SQuAD articles"}
@@ -325,13 +337,14 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "trust_summary": render_trust_summary,
     "project_docs": render_project_docs,
     "trust_compare": render_trust_compare,
+    "backend_agreement": render_backend_agreement,
 }
 
 
 def block_files() -> set[str]:
     """The results files (by name) that the blocks of :data:`BLOCKS` are rendered from."""
     return {*CRITIQUE_FILES, *THROUGHPUT_FILES, "retrieval_recall", "embeddings", "embeddings_ops", "index_scale",
-            "trust_suite", *family("project_docs"), *family("trust_compare_")}
+            "trust_suite", *family("project_docs"), *family("trust_compare_"), *family("backend_agreement")}
 
 
 def inline_figure(spec: str) -> str:
