@@ -49,13 +49,9 @@ def corpus_prompts(corpus: Path = CORPUS, *, max_chars: int = 600) -> dict[T.Kin
         body = next((p for p in re.split(r"\n\s*\n", text) if p.strip() and not p.lstrip().startswith("#")), "")
         passage = " ".join(body.split())[:max_chars]
         answer = re.split(r"(?<=[.!?])\s", passage, maxsplit=1)[0]
-        asked = P.format_prompt(P.build_instruction(f"What does the page on {title} say?"))
-        evidence = P.with_evidence(asked, title.title(), passage)
-        answered = evidence + T.RELEVANT + answer
-        out[T.Kind.RETRIEVE].append(asked)
-        out[T.Kind.ISREL].append(evidence)
-        out[T.Kind.ISSUP].append(answered)
-        out[T.Kind.ISUSE].append(answered + T.FULLY_SUPPORTED)
+        for kind, prompt in P.critique_positions(f"What does the page on {title} say?", title.title(), passage,
+                                                 answer).items():
+            out[kind].append(prompt)
     return out
 
 

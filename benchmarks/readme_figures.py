@@ -296,7 +296,22 @@ def render_backend_agreement() -> str:
         model = Path(data["settings"]["gguf"]).name
         for pair, worst in data["figures"]["worst_abs_difference"].items():
             cells = " | ".join(f"{worst[k]:.1e}" for k in ("retrieve", "isrel", "issup", "isuse"))
-            rows.append(f"| `{rel(RESULTS_DIR / (name + '.json'))}` | `{model}` | {pair.replace('_vs_', ' / ')} | {cells} |")
+            pair_name = pair.replace("_vs_", " / ")
+            rows.append(f"| `{rel(RESULTS_DIR / (name + '.json'))}` | `{model}` | {pair_name} | {cells} |")
+    return "\n".join(rows)
+
+
+def render_model_cost() -> str:
+    """One row per model of each run of ``benchmarks/model_cost.py``: build, demo question, memory, throughput."""
+    rows = ["| results file | model | build | GGUF | demo question | its peak RSS | abstained | sequential q/s (p50) |",
+            "|---|---|---:|---:|---:|---:|---|---:|"]
+    for name in family("model_cost"):
+        for m in result(name)["figures"]["models"]:
+            seq = next((r for r in (m.get("throughput") or {}).get("rows", []) if r["concurrency"] == 1), None)
+            speed = f"{seq['qps']:.2f} ({seq['p50_s']:.1f} s)" if seq else "-"
+            rows.append(f"| `{rel(RESULTS_DIR / (name + '.json'))}` | `{m['model']}` | {m['build_s']:.1f} s | "
+                        f"{m['gguf_mb']:.0f} MB | {m['demo_s']:.1f} s | {m['demo_peak_rss_mb']} MB | "
+                        f"{'yes' if m['demo_abstained'] else 'no'} | {speed} |")
     return "\n".join(rows)
 
 
@@ -338,13 +353,15 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "project_docs": render_project_docs,
     "trust_compare": render_trust_compare,
     "backend_agreement": render_backend_agreement,
+    "model_cost": render_model_cost,
 }
 
 
 def block_files() -> set[str]:
     """The results files (by name) that the blocks of :data:`BLOCKS` are rendered from."""
     return {*CRITIQUE_FILES, *THROUGHPUT_FILES, "retrieval_recall", "embeddings", "embeddings_ops", "index_scale",
-            "trust_suite", *family("project_docs"), *family("trust_compare_"), *family("backend_agreement")}
+            "trust_suite", *family("project_docs"), *family("trust_compare_"), *family("backend_agreement"),
+            *family("model_cost")}
 
 
 def inline_figure(spec: str) -> str:

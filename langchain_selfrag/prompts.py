@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from .tokens import NO_RETRIEVAL, PARAGRAPH_END, PARAGRAPH_START, RETRIEVAL, neutralise
+from .tokens import FULLY_SUPPORTED, NO_RETRIEVAL, PARAGRAPH_END, PARAGRAPH_START, RELEVANT, RETRIEVAL, Kind, neutralise
 
 PROMPT_NO_INPUT = "### Instruction:\n{instruction}\n\n### Response:\n"
 PROMPT_WITH_INPUT = "### Instruction:\n{instruction}\n\n### Input:\n{input}\n\n### Response:\n"
@@ -78,3 +78,12 @@ def with_evidence(prompt: str, title: str | None, text: str) -> str:
 def without_retrieval(prompt: str) -> str:
     """The no-retrieval continuation of a prompt."""
     return prompt + NO_RETRIEVAL
+
+
+def critique_positions(question: str, title: str | None, passage: str, answer: str) -> dict[Kind, str]:
+    """The prompts that end where each critique group is read: after the question (Retrieve), after the
+    passage (IsRel), after a relevant answer to it (IsSup) and after that answer's full support (IsUse)."""
+    asked = format_prompt(build_instruction(question))
+    evidence = with_evidence(asked, title, passage)
+    answered = evidence + RELEVANT + answer
+    return {Kind.RETRIEVE: asked, Kind.ISREL: evidence, Kind.ISSUP: answered, Kind.ISUSE: answered + FULLY_SUPPORTED}

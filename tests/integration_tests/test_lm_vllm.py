@@ -117,13 +117,9 @@ def reflection_prompts() -> dict[T.Kind, list[str]]:
     for q in QUESTIONS:
         if q.source is None:
             continue
-        asked = P.format_prompt(P.build_instruction(q.question))
-        evidence = P.with_evidence(asked, title(q.source), DOCUMENTS[q.source])
-        answered = evidence + T.RELEVANT + f"The answer is {q.answer}."
-        out[T.Kind.RETRIEVE].append(asked)
-        out[T.Kind.ISREL].append(evidence)
-        out[T.Kind.ISSUP].append(answered)
-        out[T.Kind.ISUSE].append(answered + T.FULLY_SUPPORTED)
+        for kind, prompt in P.critique_positions(q.question, title(q.source), DOCUMENTS[q.source],
+                                                 f"The answer is {q.answer}.").items():
+            out[kind].append(prompt)
     return out
 
 
