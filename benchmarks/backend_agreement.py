@@ -34,8 +34,11 @@ from langchain_selfrag import prompts as P  # noqa: E402
 from langchain_selfrag import tokens as T  # noqa: E402
 
 CORPUS = ROOT / "examples" / "corpus"
-#: vLLM's CPU build: a fixed KV cache, eager mode and fp32, so that it computes what transformers does
-#: (the flags of docs/scale-out.md).
+#: vLLM's CPU build (docs/scale-out.md): beside the documented ``--max-logprobs 20
+#: --enable-prefix-caching``, it needs a fixed KV cache (by default it claims 92% of the NUMA node's
+#: memory and refuses to start on a machine that is using some), and gets eager mode (no torch.compile:
+#: with a fixed cache it also skips the warm-up pass) and fp32, so that it computes what transformers
+#: computes from the same folder. ``tests/integration_tests/test_lm_vllm.py`` serves with these too.
 VLLM_FLAGS = ("--max-logprobs", "20", "--enable-prefix-caching", "--dtype", "float32", "--enforce-eager",
               "--kv-cache-memory-bytes", "512M", "--max-model-len", "2048")
 

