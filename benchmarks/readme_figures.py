@@ -315,6 +315,20 @@ def render_model_cost() -> str:
     return "\n".join(rows)
 
 
+def render_format_reading() -> str:
+    """One row per run of ``benchmarks/format_reading.py``: gold-window answers found per prompt layout."""
+    forms = ("selfrag", "chat", "chat_selfrag")
+    rows = ["| results file | model | reflection tokens | " + " | ".join(f"`{f}`" for f in forms) + " |",
+            "|---|---|---|" + "---:|" * len(forms)]
+    for name in family("format_reading"):
+        data = result(name)
+        f, s = data["figures"], data["settings"]
+        cells = " | ".join(f"{f['forms'][k]['right']}/{f['questions']}" if k in f["forms"] else "-" for k in forms)
+        rows.append(f"| `{rel(RESULTS_DIR / (name + '.json'))}` | `{Path(s['model']).name}` | "
+                    f"{'banned' if s['ban_reflection'] else 'allowed'} | {cells} |")
+    return "\n".join(rows)
+
+
 #: The trust suite's kinds of text, in words.
 KIND_NAMES = {"docs": "package READMEs from PyPI", "news": "invented news reports", "invented": "invented fact sheets",
               "squad": "held-out SQuAD articles"}
@@ -354,6 +368,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "trust_compare": render_trust_compare,
     "backend_agreement": render_backend_agreement,
     "model_cost": render_model_cost,
+    "format_reading": render_format_reading,
 }
 
 
@@ -361,7 +376,7 @@ def block_files() -> set[str]:
     """The results files (by name) that the blocks of :data:`BLOCKS` are rendered from."""
     return {*CRITIQUE_FILES, *THROUGHPUT_FILES, "retrieval_recall", "embeddings", "embeddings_ops", "index_scale",
             "trust_suite", *family("project_docs"), *family("trust_compare_"), *family("backend_agreement"),
-            *family("model_cost")}
+            *family("model_cost"), *family("format_reading")}
 
 
 def inline_figure(spec: str) -> str:

@@ -14,6 +14,9 @@ What PEFT's ``merge_and_unload`` does to a model loaded from the GGUF, done on t
 4. the result is quantised again (``q8_0``, ``f16`` or ``f32`` by gguf-py; ``iq4_nl`` / ``q4_0``
    through llama.cpp, :mod:`.quantize`) and written with the base file's metadata.
 
+A PEFT trainable-tokens adapter (``peft_type`` ``TRAINABLE_TOKENS``: token rows only, the same
+``token_indices`` for each of its ``target_modules``) merges as step 3 alone.
+
 Adapter tensors of any other kind (DoRA, LoRA on embeddings, LoRA biases, ``modules_to_save``) are
 refused with an :class:`~langchain_selfrag.export.ExportError` rather than dropped.
 """
@@ -43,7 +46,8 @@ __all__ = ["LoraAdapter", "load_adapter", "merge_gguf", "read_safetensors"]
 PERMUTED_QK_ARCHS = frozenset({LlamaLayout.arch_name})
 _PREFIX = "base_model.model."
 _LORA = re.compile(r"^(?P<module>.+)\.lora_(?P<part>A|B)\.weight$")
-_ROWS = re.compile(r"^(?P<module>.+)\.token_adapter\.trainable_tokens_delta$")
+#: token rows: LoRA's ``trainable_token_indices`` (``.token_adapter.``) or a trainable-tokens adapter's own
+_ROWS = re.compile(r"^(?P<module>.+?)(?:\.token_adapter)?\.trainable_tokens_delta$")
 _SAFETENSORS_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": np.uint16}
 
 
@@ -93,7 +97,10 @@ def _pattern_value(patterns: Mapping[str, float], module: str, default: float) -
 
 
 def _token_indices(config: Mapping, modules: list[str]) -> dict[str, list[int]]:
-    """``trainable_token_indices`` per module (a plain list means the input embedding)."""
+    """``trainable_token_indices`` per module (a plain list means the input embedding); a trainable-tokens
+    adapter's ``token_indices`` for every module."""
+    if config.get("peft_type") == "TRAINABLE_TOKENS":
+        return {module: [int(i) for i in config.get("token_indices") or ()] for module in modules}
     spec = config.get("trainable_token_indices")
     if not spec:
         return {}
@@ -118,8 +125,8 @@ def load_adapter(folder: str | os.PathLike) -> LoraAdapter:
         config = json.loads((folder / "adapter_config.json").read_text())
     except (OSError, ValueError) as exc:
         raise ExportError(f"cannot read the adapter config in {folder}: {exc}") from exc
-    if config.get("peft_type") != "LORA":
-        raise ExportError(f"only LoRA adapters can be merged, not {config.get('peft_type')!r}")
+    if config.get("peft_type") not in ("LORA", "TRAINABLE_TOKENS"):
+        raise ExportError(f"only LoRA and trainable-tokens adapters can be merged, not {config.get('peft_type')!r}")
     for key, what in (("use_dora", "DoRA"), ("modules_to_save", "modules_to_save"),
                       ("target_parameters", "target_parameters")):
         if config.get(key):
@@ -138,7 +145,9 @@ def load_adapter(folder: str | os.PathLike) -> LoraAdapter:
         else:
             raise ExportError(f"adapter tensor {name} is of a kind this merge does not support")
     adapter = LoraAdapter()
-    alpha = float(config["lora_alpha"])
+    if pairs and config.get("peft_type") != "LORA":
+        raise ExportError(f"the adapter in {folder} has LoRA tensors but is a {config['peft_type']} adapter")
+    alpha = float(config.get("lora_alpha", 1.0))
     alphas = config.get("alpha_pattern") or {}
     for module, parts in pairs.items():
         if set(parts) != {"A", "B"}:

@@ -294,3 +294,37 @@ def test_qwen2_adapter_merges_onto_its_gguf_as_peft_does(tmp_path):
     assert next_token_gap(hf_dir, out, TOKENIZER_PROMPTS) < NEXT_TOKEN_TOL
     # the trained rows matter: the base with mean-initialised token rows is further off
     assert next_token_gap(hf_dir, base_gguf, PROMPTS) > 10 * NEXT_TOKEN_TOL
+
+
+def test_reflection_head_adapter_merges_and_leaves_the_base_as_it_was(tmp_path):
+    """A reflection head (``training.reflection_head``: output rows fitted on the frozen base) is a PEFT
+    trainable-tokens adapter: the numpy merge and PEFT give the same model, and every weight of the base
+    but the fitted rows is the base's."""
+    from training.reflection_head import train_head
+
+    base = build_tiny_qwen2_model(tmp_path / "base", reflection_tokens=False)
+    base_gguf = export_gguf(base, tmp_path / "base.gguf", outtype="f32")
+    data = write_sft_records(tmp_path / "train.jsonl", n=24)
+    meta = train_head(str(base_gguf), str(data), str(tmp_path / "head"), max_length=128, threads=1,
+                      l2_grid=(1e-3,))
+    adapter = tmp_path / "head" / "adapter"
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    assert config["peft_type"] == "TRAINABLE_TOKENS" and len(config["token_indices"]) == 16  # 15 tokens + eos
+    assert meta["positions"] > meta["examples"] and meta["heldout"][0]["groups"]
+    out = bundled.build_gguf(tmp_path / "merged.gguf", folder=adapter, base=base_gguf, outtype="f32", progress=False)
+    assert len(control_tokens(out)) == 15
+    merged, tokenizer, _ = load_trained(adapter)
+    hf_dir = tmp_path / "merged-hf"
+    merged.save_pretrained(hf_dir)
+    tokenizer.save_pretrained(hf_dir)
+    assert next_token_gap(hf_dir, out, TOKENIZER_PROMPTS) < NEXT_TOKEN_TOL
+    before = {t.name: t.data for t in gguf.GGUFReader(str(base_gguf)).tensors}
+    after = {t.name: t.data for t in gguf.GGUFReader(str(out)).tensors}
+    fitted = config["token_indices"]
+    for name, data in before.items():
+        if name in ("token_embd.weight", "output.weight"):
+            kept = [i for i in range(data.shape[0]) if i not in fitted]
+            assert (after[name][kept] == data[kept]).all(), name
+            assert after[name].shape[0] == data.shape[0] + 15
+        else:
+            assert (after[name] == data).all(), name
