@@ -318,14 +318,14 @@ def render_model_cost() -> str:
 def render_format_reading() -> str:
     """One row per run of ``benchmarks/format_reading.py``: gold-window answers found per prompt layout."""
     forms = ("selfrag", "chat", "chat_selfrag")
-    rows = ["| results file | model | reflection tokens | " + " | ".join(f"`{f}`" for f in forms) + " |",
+    rows = ["| results file | model | reflection tokens banned | " + " | ".join(f"`{f}`" for f in forms) + " |",
             "|---|---|---|" + "---:|" * len(forms)]
     for name in family("format_reading"):
         data = result(name)
         f, s = data["figures"], data["settings"]
         cells = " | ".join(f"{f['forms'][k]['right']}/{f['questions']}" if k in f["forms"] else "-" for k in forms)
         rows.append(f"| `{rel(RESULTS_DIR / (name + '.json'))}` | `{Path(s['model']).name}` | "
-                    f"{'banned' if s['ban_reflection'] else 'allowed'} | {cells} |")
+                    f"{'yes' if s['ban_reflection'] else 'no'} | {cells} |")
     return "\n".join(rows)
 
 
