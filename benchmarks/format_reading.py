@@ -29,7 +29,7 @@ if __package__ in (None, ""):
 from benchmarks.record import Run  # noqa: E402
 from benchmarks.trust_suite import suite_questions  # noqa: E402
 from langchain_selfrag import tokens as T  # noqa: E402
-from langchain_selfrag.prompts import build_instruction, format_prompt, format_evidence, with_evidence  # noqa: E402
+from langchain_selfrag.prompts import build_instruction, format_prompt, with_evidence  # noqa: E402
 
 FORMS = ("selfrag", "chat", "chat_selfrag")
 WINDOW = 700
@@ -54,7 +54,7 @@ def layout(form: str, question: str, title: str, window: str) -> str:
         return _CHAT.format(user=f"Answer the question from the passage, briefly.\n\nPassage ({title}):\n{window}\n\n"
                                  f"Question: {question}")
     if form == "chat_selfrag":
-        return _CHAT.format(user=question) + T.RETRIEVAL + format_evidence(title, window) + T.RELEVANT
+        return with_evidence(_CHAT.format(user=question), title, window) + T.RELEVANT
     raise ValueError(f"form must be one of {', '.join(FORMS)}, not {form!r}")
 
 

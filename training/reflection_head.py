@@ -66,10 +66,8 @@ def train_head(base_model: str, train_file: str, output_dir: str, *, limit: int 
     held = set(rng.choice(records, size=max(1, int(len(records) * holdout)), replace=False).tolist())
     is_held = np.isin(features.record, list(held))
     names = [*T.REFLECTION_TOKENS, "<eos>"]
-    choice = []
-    for l2 in l2_grid:
-        rows_fit = fit_rows(features.subset(~is_held), init, l2=l2)
-        choice.append({"l2": l2, **heldout_report(features.subset(is_held), rows_fit, names)})
+    fit_part, held_part = features.subset(~is_held), features.subset(is_held)
+    choice = [{"l2": l2, **heldout_report(held_part, fit_rows(fit_part, init, l2=l2), names)} for l2 in l2_grid]
     # chosen by the loss where a reflection token (or end of sequence) is next: elsewhere the loss is
     # nearly all the frozen base's own, which no choice changes
     best = min(choice, key=lambda c: c["fitted_loss"])
@@ -102,25 +100,19 @@ def train_head(base_model: str, train_file: str, output_dir: str, *, limit: int 
 def write_head_adapter(folder: Path, fitted: Sequence[int], embed_rows: np.ndarray, head_rows: np.ndarray, model) -> None:
     """A PEFT trainable-tokens adapter: the input rows (as they start) and the fitted output rows."""
     import torch
+    from peft import TrainableTokensConfig
     from safetensors.torch import save_file
 
+    from .core.adapters import module_path
+
     folder.mkdir(parents=True, exist_ok=True)
-    emb_name = _module_path(model, model.get_input_embeddings())
-    head_name = _module_path(model, model.get_output_embeddings())
+    emb_name = module_path(model, model.get_input_embeddings())
+    head_name = module_path(model, model.get_output_embeddings())
     tensors = {f"base_model.model.{emb_name}.trainable_tokens_delta": torch.from_numpy(np.ascontiguousarray(embed_rows)),
                f"base_model.model.{head_name}.trainable_tokens_delta": torch.from_numpy(np.ascontiguousarray(head_rows))}
     save_file(tensors, str(folder / "adapter_model.safetensors"))
-    config = {"peft_type": "TRAINABLE_TOKENS", "task_type": None, "base_model_name_or_path": None, "revision": None,
-              "inference_mode": True, "target_modules": [emb_name.rsplit(".", 1)[-1], head_name.rsplit(".", 1)[-1]],
-              "token_indices": [int(i) for i in fitted], "init_weights": True}
-    (folder / "adapter_config.json").write_text(json.dumps(config, indent=2))
-
-
-def _module_path(model, module) -> str:
-    for name, mod in model.named_modules():
-        if mod is module:
-            return name
-    raise TrainingError("embedding module not found in the model")
+    TrainableTokensConfig(target_modules=[emb_name.rsplit(".", 1)[-1], head_name.rsplit(".", 1)[-1]],
+                          token_indices=[int(i) for i in fitted], inference_mode=True).save_pretrained(str(folder))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -59,11 +59,16 @@ def lora_config(model, token_ids: Sequence[int], cfg: SFTRunConfig):
     )
 
 
-def _module_name(model, module) -> str:
+def module_path(model, module) -> str:
+    """The dotted path of ``module`` inside ``model`` (``model.embed_tokens``, ``lm_head``)."""
     for name, mod in model.named_modules():
         if mod is module:
-            return name.rsplit(".", 1)[-1]
+            return name
     raise TrainingError("embedding module not found in the model")
+
+
+def _module_name(model, module) -> str:
+    return module_path(model, module).rsplit(".", 1)[-1]
 
 
 def load_trained(adapter_dir: str | os.PathLike, *, base_model: str | None = None, merge: bool = True):

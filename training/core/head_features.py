@@ -13,7 +13,7 @@ import hashlib
 import json
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,7 +56,7 @@ class HeadFeatures:
         return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in FIELDS))
 
 
-def chosen_positions(ids: Sequence[int], labels: Sequence[int], fitted: set[int], extra: int,
+def chosen_positions(ids: Sequence[int], labels: Sequence[int], fitted: Collection[int], extra: int,
                      rng: random.Random) -> list[tuple[int, int, float]]:
     """``(position, next token, weight)`` to read: every position whose next token is labelled, and up to
     ``extra`` positions whose next token is not labelled and is not a fitted token (negatives from the
@@ -104,7 +104,7 @@ def extract_features(model, encoded: Sequence[Mapping[str, Any]], collator: Self
             for b, i in enumerate(order[start : start + batch_size]):
                 ids, labels = enc["input_ids"][b].tolist(), enc["labels"][b].tolist()
                 n = int(enc["attention_mask"][b].sum())
-                picks = chosen_positions(ids[:n], labels[:n], set(fitted), extra_negatives, rng)
+                picks = chosen_positions(ids[:n], labels[:n], column.keys(), extra_negatives, rng)
                 if not picks:
                     continue
                 h = hidden[b, [p for p, _, _ in picks]].float()
