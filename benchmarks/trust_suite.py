@@ -468,6 +468,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--kinds", default=",".join(KINDS), help="comma-separated subset of " + ", ".join(KINDS))
     ap.add_argument("--out", required=True, help="folder for records.jsonl, summary.json and risk_coverage.png")
     ap.add_argument("--model", help="model file, or a bundled model's name (default: the bundled model)")
+    ap.add_argument("--reader", help="a chat model (file or base name) that writes the answers, the model "
+                    "critiquing them (langchain_selfrag.lm.reader)")
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data"),
                     help="folder with squad2_dev_half.json (the squad kind's test part)")
     ap.add_argument("--n-squad", type=int, default=150, help="answerable SQuAD questions (unanswerable: half)")
@@ -509,7 +511,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         model = model_path(args.model)  # a file, or a bundled model's or base's name
         options = {"n_threads": args.threads} if args.threads else {}
         lm = load_reflection_lm(model, **options)
-        (out / "run.json").write_text(json.dumps({"model": model, "split": args.split, "paper": args.paper,
+        reader = model_path(args.reader) if args.reader else None
+        if reader:
+            from langchain_selfrag.lm.reader import ReaderCriticLM
+
+            lm = ReaderCriticLM(lm, load_reflection_lm(reader, **options))
+        (out / "run.json").write_text(json.dumps({"model": model, "reader": reader, "split": args.split,
+                                                  "paper": args.paper,
                                                   "n_squad": args.n_squad,
                                                   "n_squad_unanswerable": args.n_squad_unanswerable, "seed": args.seed,
                                                   "squad_holdout_articles": list(args.squad_holdout_articles),

@@ -168,6 +168,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if not args.json:
         print(f"loading {model} ...", file=sys.stderr)
     lm = default_lm(model)
+    if args.reader:
+        from .lm.reader import ReaderCriticLM
+
+        lm = ReaderCriticLM(lm, default_lm(model_path(args.reader)))
     fallback = open_store(args.fallback_store) if args.fallback_store else None
     chain = SelfRAGChain(lm, store, config, fallback_retriever=fallback)
     question: dict[str, Any] = {"question": args.question}
@@ -226,6 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_ask.add_argument("--model", help="Self-RAG GGUF file, HF model folder, hub id, server URL or the name of a "
                        "bundled model (selfrag-smollm2-135m, selfrag-qwen2.5-coder-0.5b; default: the bundled default) "
                        "or of an untrained base (smollm2-135m-instruct, qwen2.5-coder-0.5b-instruct)")
+    p_ask.add_argument("--reader", help="a chat model (file or base name, e.g. qwen2.5-coder-0.5b-instruct) that "
+                       "writes the answers, the model judging them (ReaderCriticLM, docs/models.md)")
     p_ask.add_argument("--json", action="store_true", help="print one JSON object")
     p_ask.add_argument("--verbose", action="store_true",
                        help="let third-party libraries (transformers, llama.cpp) print their bars, warnings and logs")

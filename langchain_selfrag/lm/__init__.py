@@ -6,7 +6,9 @@
   :mod:`.stopping` (stop rules);
 * the backends: :mod:`.llamacpp` (GGUF on llama.cpp), :mod:`.transformers_lm` (Hugging Face
   transformers) and :mod:`.remote` (an OpenAI-compatible completions server);
-* :mod:`.scheduler`: one batching scheduler per loaded model.
+* :mod:`.scheduler`: one batching scheduler per loaded model;
+* :mod:`.reader`: :class:`ReaderCriticLM`, a chat model writing the answers that a reflection model
+  critiques.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any, Literal
 
 from .base import ReflectionLMBase
 from .protocol import Generation, ReflectionLM, ReflectionLMError, ReflectionPoint
+from .reader import ReaderCriticLM
 
 Backend = Literal["auto", "llamacpp", "transformers", "openai"]
 
@@ -24,6 +27,7 @@ __all__ = [
     "Generation",
     "ReflectionLM",
     "ReflectionLMBase",
+    "ReaderCriticLM",
     "ReflectionLMError",
     "ReflectionPoint",
     "is_url",

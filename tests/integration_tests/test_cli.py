@@ -43,6 +43,25 @@ def test_index_then_ask_json(tmp_path: Path, smollm2_gguf: Path) -> None:
     assert all({"isrel", "issup", "isuse", "score"} <= set(t) for t in out["trace"])
 
 
+@pytest.mark.slow
+def test_ask_with_a_reader(tmp_path: Path, bundled_gguf: Path, smollm2_gguf: Path) -> None:
+    """--reader: a chat model writes the answers that the Self-RAG model judges (ReaderCriticLM)."""
+    store = tmp_path / "store"
+    assert selfrag("index", str(CORPUS), "--store", str(store)).returncode == 0
+    done = selfrag("ask", "What does the IsSup token measure?", "--store", str(store), "--model", str(bundled_gguf),
+                   "--reader", str(smollm2_gguf), "--k", "2",
+                   "--max-new-tokens", "24", "--abstain-isrel", "0", "--abstain-issup", "0", "--json")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["retrieved"] and len(out["trace"]) == 2
+    # each candidate is the reader's ChatML answer (no Self-RAG reflection token in it), judged by the critic
+    assert all(0.0 <= t["isrel"] <= 1.0 and t["issup"] is not None for t in out["trace"])
+    assert not any("[" in (t.get("text") or "") for t in out["trace"])
+    missing = selfrag("ask", "q", "--store", str(store), "--model", str(bundled_gguf),
+                      "--reader", str(tmp_path / "r.gguf"))
+    assert missing.returncode != 0 and "r.gguf" in missing.stderr and "Traceback" not in missing.stderr
+
+
 def test_missing_store_is_a_one_line_error(tmp_path: Path) -> None:
     done = selfrag("ask", "q", "--store", str(tmp_path / "none"), "--model", str(tmp_path / "m.gguf"))
     assert done.returncode == 2

@@ -1,0 +1,192 @@
+"""``ReaderCriticLM``: Self-RAG whose answers are written by a separate reader model.
+
+The reflection model (the *critic*) does what Self-RAG trains it for: it decides whether to retrieve,
+judges each passage (IsRel), and judges the answer written from it (IsSup, Utility). A chat model
+(the *reader*) writes that answer, in its own chat layout, with the passage and the question in the
+user's turn: a small base reads far better there than in the Self-RAG prompt (issue 55,
+``benchmarks/format_reading.py``). The critic then reads the reader's answer in the Self-RAG prompt,
+teacher-forced, and its IsSup and Utility probabilities at the end of it are the answer's critique.
+
+It is a :class:`~langchain_selfrag.lm.protocol.ReflectionLM`, so the graph, the chain, calibration and
+the evaluation take it unchanged::
+
+    critic = load_reflection_lm(model_path("selfrag-smollm2-135m"))
+    reader = load_reflection_lm(model_path("qwen2.5-coder-0.5b-instruct"))
+    chain = SelfRAGChain(ReaderCriticLM(critic, reader), retriever)
+
+A generation's ``cumulative_logprob`` and ``token_ids`` are the reader's (so the sequence probability
+of ranking is the reader's confidence in its answer); its reflection points have position -1 (scored
+after the text, as text reflections are). Each segment is the reader's whole answer (stop reason
+``eos`` or ``length``): the reader does not ask for more retrieval mid-answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .. import tokens as T
+from ..prompts import PROMPT_NO_INPUT
+from .protocol import Generation, ReflectionLMError, ReflectionPoint, TokenCallback
+
+_HEAD, _RESPONSE = PROMPT_NO_INPUT.split("{instruction}")
+_EVIDENCE_OPEN = T.RETRIEVAL + T.PARAGRAPH_START
+
+
+@dataclass(frozen=True)
+class ReaderTurn:
+    """What a Self-RAG prompt asks: the instruction, the answer written so far and the last passage."""
+
+    instruction: str
+    written: str
+    title: str | None = None
+    passage: str | None = None
+
+
+def split_selfrag_prompt(prompt: str) -> ReaderTurn:
+    """The parts of a Self-RAG inference prompt (``format_prompt`` plus segments and evidence).
+
+    Evidence is the last ``[Retrieval]<paragraph>title\\ntext</paragraph>`` when the prompt ends with it;
+    ``written`` is the visible text of earlier segments (reflection tokens and evidence left out).
+    """
+    if not prompt.startswith(_HEAD) or _RESPONSE not in prompt:
+        raise ReflectionLMError("ReaderCriticLM takes Self-RAG prompts (### Instruction: ... ### Response:); "
+                                f"got {prompt[:60]!r}")
+    instruction, rest = prompt[len(_HEAD):].split(_RESPONSE, 1)
+    title = passage = None
+    at = rest.rfind(_EVIDENCE_OPEN)
+    if at >= 0 and rest.endswith(T.PARAGRAPH_END):
+        evidence = rest[at + len(_EVIDENCE_OPEN) : -len(T.PARAGRAPH_END)]
+        title, _, passage = evidence.partition("\n")
+        rest = rest[:at]
+    return ReaderTurn(instruction, T.strip_reflection_tokens(rest), title or None, passage)
+
+
+def chatml(system: str, user: str, assistant: str = "") -> str:
+    """A ChatML conversation (Qwen2.5's layout) open at the assistant's turn."""
+    return (f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n"
+            f"<|im_start|>assistant\n{assistant}")
+
+
+@dataclass(frozen=True)
+class ReaderPrompt:
+    """How a turn becomes the reader's prompt: a chat layout and the words of the user's turn."""
+
+    chat: Callable[[str, str, str], str] = chatml
+    system: str = "You are a helpful assistant."
+    with_passage: str = ("Answer the question from the passage, briefly.\n\nPassage ({title}):\n{passage}\n\n"
+                         "Question: {question}")
+    without_passage: str = "Answer the question briefly.\n\nQuestion: {question}"
+
+    def __call__(self, turn: ReaderTurn) -> str:
+        question = chat_safe(turn.instruction)
+        if turn.passage is None:
+            user = self.without_passage.format(question=question)
+        else:
+            user = self.with_passage.format(title=chat_safe(turn.title or ""), passage=chat_safe(turn.passage),
+                                            question=question)
+        return self.chat(self.system, user, chat_safe(turn.written))
+
+
+def chat_safe(text: str) -> str:
+    """``text`` with chat markers (``<|im_end|>``, ``<|user|>``...) broken by a zero-width space, as
+    :func:`~langchain_selfrag.tokens.neutralise` breaks reflection tokens (the Self-RAG prompt's text
+    arrives neutralised already): a passage cannot close the user's turn."""
+    return text.replace("<|", "<\u200b|")
+
+
+def _best(probs: dict[str, float]) -> str:
+    return max(probs, key=lambda tok: probs[tok])
+
+
+class ReaderCriticLM:
+    """A reflection LM whose answers come from ``reader`` and whose judgements come from ``critic``.
+
+    ``critic``: a reflection LM with the reflection tokens (``has_reflection_vocab``).
+    ``reader``: any LM of this package's backends (a chat model's GGUF on llama.cpp, say), prompted by
+    ``reader_prompt`` (ChatML by default: Qwen2.5's layout).
+    """
+
+    generates_in_batches = True
+
+    def __init__(self, critic: Any, reader: Any, reader_prompt: ReaderPrompt | None = None) -> None:
+        if not getattr(critic, "has_reflection_vocab", False):
+            raise ReflectionLMError("the critic of a ReaderCriticLM must be a reflection model (its vocabulary "
+                                    "holds the reflection tokens)")
+        self.critic, self.reader = critic, reader
+        self.reader_prompt = reader_prompt or ReaderPrompt()
+        self.has_reflection_vocab = True
+
+    # what the graph reads besides the protocol: the critic's, since passages are fitted to its prompt
+    @property
+    def model_path(self) -> Any:
+        return getattr(self.critic, "model_path", None)
+
+    @property
+    def context_length(self) -> int | None:
+        own = [getattr(m, "context_length", None) for m in (self.critic, self.reader)]
+        known = [n for n in own if n]
+        return min(known) if known else None
+
+    def tokenize(self, text: str, *, add_bos: bool) -> list[int]:
+        return self.critic.tokenize(text, add_bos=add_bos)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.critic.decode(ids)
+
+    def close(self) -> None:
+        for model in (self.reader, self.critic):
+            if hasattr(model, "close"):
+                model.close()
+
+    def candidate_probs(self, prompts: Sequence[str], candidates: Sequence[str]) -> list[dict[str, float]]:
+        return self.critic.candidate_probs(prompts, candidates)
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        max_new_tokens: int = 100,
+        first_candidates: Sequence[str] = (),
+        stop_at_retrieval: bool = True,
+        guard: bool | Sequence[bool] = False,
+        stop_at_segment: bool = False,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        on_token: TokenCallback | None = None,
+    ) -> list[Generation]:
+        """The reader's answer to each prompt, critiqued by the critic (see the module docstring)."""
+        if isinstance(prompts, str):
+            raise TypeError("prompts must be a sequence of strings, not a single string")
+        if not prompts:
+            return []
+        turns = [split_selfrag_prompt(p) for p in prompts]
+        extra = {"on_token": on_token} if on_token is not None else {}
+        answers = self.reader.generate([self.reader_prompt(t) for t in turns], max_new_tokens=max_new_tokens,
+                                       stop_at_retrieval=False, guard=guard, temperature=temperature, top_p=top_p,
+                                       seed=seed, **extra)
+        first = self.critic.candidate_probs(prompts, first_candidates) if first_candidates else [{}] * len(prompts)
+        isrel_group = T.GROUPS[T.Kind.ISREL]
+        evidence = [i for i, t in enumerate(turns) if t.passage is not None]
+        if set(first_candidates) == set(isrel_group):  # the graph asks for IsRel first: read it once
+            isrel = {i: first[i] for i in evidence}
+        else:
+            isrel = dict(zip(evidence, self.critic.candidate_probs([prompts[i] for i in evidence], isrel_group)))
+        heads = [prompt + (_best(isrel[i]) if i in isrel else "") + answer.answer
+                 for i, (prompt, answer) in enumerate(zip(prompts, answers))]
+        issup = dict(zip(evidence, self.critic.candidate_probs([heads[i] for i in evidence], T.GROUPS[T.Kind.ISSUP])))
+        ends = [head + (_best(issup[i]) if i in issup else "") for i, head in enumerate(heads)]
+        isuse = self.critic.candidate_probs(ends, T.GROUPS[T.Kind.ISUSE])
+        gens = []
+        for i, answer in enumerate(answers):
+            points = [(T.Kind.ISREL, isrel.get(i)), (T.Kind.ISSUP, issup.get(i)), (T.Kind.ISUSE, isuse[i])]
+            reflections = [ReflectionPoint(-1, _best(probs), kind, dict(probs)) for kind, probs in points if probs]
+            by_kind = {p.kind: p.token for p in reflections}
+            text = (by_kind.get(T.Kind.ISREL, "") + answer.answer + by_kind.get(T.Kind.ISSUP, "")
+                    + by_kind[T.Kind.ISUSE])
+            stop = "length" if answer.stop_reason == "length" else "eos"
+            gens.append(Generation(text, list(answer.token_ids), answer.cumulative_logprob, reflections,
+                                   dict(first[i]), stop, answer.guarded))
+        return gens
