@@ -530,10 +530,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     records = [r for r in read_records(records_file) if r["split"] == args.split and r["kind"] in kinds]
     summary = summarize(records, confidence=args.confidence)
     summary["seconds"] = round(time.time() - start, 1)
-    if (out / "run.json").is_file():
-        summary["model"] = Path(json.loads((out / "run.json").read_text())["model"]).name
+    run = json.loads((out / "run.json").read_text()) if (out / "run.json").is_file() else {}
+    if run:
+        summary["model"] = Path(run["model"]).name
+    if run.get("reader"):
+        summary["reader"] = Path(run["reader"]).name
     if args.fit_calibration:
-        run = json.loads((out / "run.json").read_text()) if (out / "run.json").is_file() else {}
         bars = fit_calibration(records, summary["model"], Path(args.fit_calibration), run.get("answer_form")).bars
         summary["at_fitted_bars"] = {**bars, "kinds": parts_at(records, bars["abstain_isrel"], bars["abstain_issup"])}
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
