@@ -157,7 +157,7 @@ def _store_given(args: argparse.Namespace) -> bool:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     from .chain import SelfRAGChain
-    from .graph.context import default_lm, model_path
+    from .graph.context import default_lm, default_pair, model_path
     from .retrieval import open_store
 
     config = SelfRAGConfig.from_mapping(_settings(args))
@@ -167,11 +167,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     model = model_path(args.model)
     if not args.json:
         print(f"loading {model} ...", file=sys.stderr)
-    lm = default_lm(model)
-    if args.reader:
-        from .lm.reader import ReaderCriticLM
-
-        lm = ReaderCriticLM(lm, default_lm(model_path(args.reader)))
+    lm = default_pair(model, args.reader) if args.reader else default_lm(model)
     fallback = open_store(args.fallback_store) if args.fallback_store else None
     chain = SelfRAGChain(lm, store, config, fallback_retriever=fallback)
     question: dict[str, Any] = {"question": args.question}

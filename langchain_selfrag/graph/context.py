@@ -21,8 +21,8 @@ from ..errors import ModelLoadError
 log = logging.getLogger(__name__)
 
 #: Extra context keys that are not SelfRAGConfig fields.
-CONTEXT_KEYS = ("lm", "retriever", "retriever_timeout", "max_question_chars", "model", "store", "chroma_url",
-                "claim_splitter", "claim_scorer", "rewrite", "fallback_retriever")
+CONTEXT_KEYS = ("lm", "retriever", "retriever_timeout", "max_question_chars", "model", "reader", "store",
+                "chroma_url", "claim_splitter", "claim_scorer", "rewrite", "fallback_retriever")
 
 
 @dataclass
@@ -64,6 +64,8 @@ class ServerContext(TypedDict, total=False):
     """Context as JSON (LangGraph server / ``langgraph dev``): SelfRAGConfig fields plus paths.
 
     ``model``: reflection LM path or hub id (default: ``$SELFRAG_MODEL`` or the bundled model);
+    ``reader``: a chat model (file or base name) that writes the answers ``model`` judges
+    (:class:`~langchain_selfrag.lm.reader.ReaderCriticLM`; default: none, ``model`` writes them);
     ``store``: Chroma store folder (default: ``$SELFRAG_STORE`` or ``.selfrag/store``);
     ``chroma_url``: a Chroma server, ``http[s]://HOST[:PORT]``, instead of a folder (default:
     ``$SELFRAG_CHROMA_URL``). Give ``store`` or ``chroma_url``, not both.
@@ -93,6 +95,7 @@ class ServerContext(TypedDict, total=False):
     retriever_timeout: float
     max_question_chars: int
     model: str
+    reader: str
     store: str
     chroma_url: str
 
@@ -116,7 +119,8 @@ def resolve_context(value: Any) -> SelfRAGContext:
             **{k: v for k, v in extras.items() if k in known},
         )
         if ctx.lm is None:
-            ctx.lm = default_lm(extras.get("model"))
+            reader = extras.get("reader")
+            ctx.lm = default_pair(extras.get("model"), reader) if reader else default_lm(extras.get("model"))
         if ctx.retriever is None:
             ctx.retriever = default_store(extras.get("store"), chroma_url=extras.get("chroma_url"))
         return _scheduled(with_model_bars(ctx))
@@ -188,6 +192,15 @@ def default_lm(model: str | None = None) -> Any:
         raise ModelLoadError(f"could not load model {path!r}: {exc}") from exc
     log.info("reflection LM loaded from %s", path)
     return lm
+
+
+@functools.lru_cache(maxsize=4)
+def default_pair(model: str | None, reader: str) -> Any:
+    """Load (once per pair) the reflection LM at ``model`` judging the answers of the chat model at
+    ``reader`` (:class:`~langchain_selfrag.lm.reader.ReaderCriticLM`); both as :func:`default_lm` loads them."""
+    from ..lm.reader import ReaderCriticLM
+
+    return ReaderCriticLM(default_lm(model), default_lm(reader))
 
 
 def default_store(store: str | None = None, *, chroma_url: str | None = None) -> Any:

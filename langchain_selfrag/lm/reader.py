@@ -29,6 +29,7 @@ from typing import Any
 from .. import tokens as T
 from ..prompts import PROMPT_NO_INPUT
 from .protocol import Generation, ReflectionLMError, ReflectionPoint, TokenCallback
+from .scheduler import scheduler_for
 
 _HEAD, _RESPONSE = PROMPT_NO_INPUT.split("{instruction}")
 _EVIDENCE_OPEN = T.RETRIEVAL + T.PARAGRAPH_START
@@ -106,6 +107,8 @@ class ReaderCriticLM:
     ``critic``: a reflection LM with the reflection tokens (``has_reflection_vocab``).
     ``reader``: any LM of this package's backends (a chat model's GGUF on llama.cpp, say), prompted by
     ``reader_prompt`` (ChatML by default: Qwen2.5's layout).
+    Both are called through their one scheduler (:func:`~langchain_selfrag.lm.scheduler.scheduler_for`),
+    so a model that also serves elsewhere in the process is never run by two threads at once.
     """
 
     generates_in_batches = True
@@ -114,7 +117,7 @@ class ReaderCriticLM:
         if not getattr(critic, "has_reflection_vocab", False):
             raise ReflectionLMError("the critic of a ReaderCriticLM must be a reflection model (its vocabulary "
                                     "holds the reflection tokens)")
-        self.critic, self.reader = critic, reader
+        self.critic, self.reader = scheduler_for(critic), scheduler_for(reader)
         self.reader_prompt = reader_prompt or ReaderPrompt()
         self.has_reflection_vocab = True
 
@@ -136,9 +139,9 @@ class ReaderCriticLM:
         return self.critic.decode(ids)
 
     def close(self) -> None:
-        for model in (self.reader, self.critic):
-            if hasattr(model, "close"):
-                model.close()
+        """Close both models (and their schedulers)."""
+        for scheduler in (self.reader, self.critic):
+            scheduler.close(close_model=True)
 
     def candidate_probs(self, prompts: Sequence[str], candidates: Sequence[str]) -> list[dict[str, float]]:
         return self.critic.candidate_probs(prompts, candidates)

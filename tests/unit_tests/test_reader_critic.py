@@ -9,7 +9,7 @@ from langchain_core.documents import Document
 
 from langchain_selfrag import tokens as T
 from langchain_selfrag.chain import SelfRAGChain
-from langchain_selfrag.lm.protocol import Generation, ReflectionLMError
+from langchain_selfrag.lm.protocol import Generation, ReflectionLMError, guard_flags
 from langchain_selfrag.lm.reader import ReaderCriticLM, ReaderPrompt, ReaderTurn, chatml, split_selfrag_prompt
 from langchain_selfrag.prompts import build_instruction, format_prompt, with_evidence, without_retrieval
 
@@ -110,7 +110,7 @@ def test_answers_are_the_readers_and_judgements_the_critics() -> None:
     # IsRel read once (the graph's first candidates), then IsSup after the answer, then Utility after IsSup
     assert [c[1] for c in critic.calls] == [T.GROUPS[T.Kind.ISREL], T.GROUPS[T.Kind.ISSUP], T.GROUPS[T.Kind.ISUSE]]
     assert critic.calls[1][0][0] == prompts[0] + T.RELEVANT + "Zubrowka is the capital."
-    assert reader.options[0]["guard"] == [True, True] and reader.options[0]["max_new_tokens"] == 7
+    assert guard_flags(reader.options[0]["guard"], 2) == [True, True] and reader.options[0]["max_new_tokens"] == 7
     assert all(p.startswith("<|im_start|>system") for p in reader.prompts)
 
 
@@ -129,3 +129,21 @@ def test_the_chain_answers_with_the_reader_and_abstains_by_the_critic() -> None:
                                       answer_form="generated").invoke("What is the capital of Freedonia?")
     assert off["abstained"] and "Paris" not in off["answer"]
 
+
+
+def test_a_graph_context_names_its_reader(monkeypatch) -> None:
+    """``{"model": ..., "reader": ...}`` (a LangGraph server's context) runs the pair, loaded once."""
+    from langchain_selfrag.graph import context
+    from langchain_selfrag.lm.scheduler import unwrap
+
+    critic, reader = ScriptedCritic(), ScriptedReader()
+    monkeypatch.setattr(context, "default_lm", {"critic.gguf": critic, "reader.gguf": reader}.__getitem__)
+    context.default_pair.cache_clear()
+    try:
+        ctx = context.resolve_context({"model": "critic.gguf", "reader": "reader.gguf", "retriever": lambda q: []})
+        pair = unwrap(ctx.lm)
+        assert isinstance(pair, ReaderCriticLM) and unwrap(pair.critic) is critic and unwrap(pair.reader) is reader
+        again = context.resolve_context({"model": "critic.gguf", "reader": "reader.gguf", "retriever": lambda q: []})
+        assert unwrap(again.lm) is pair
+    finally:
+        context.default_pair.cache_clear()
