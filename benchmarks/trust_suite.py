@@ -17,7 +17,9 @@ those holding no gold answer: RGB's noise-only test; right = abstained), and for
 ``--n-squad-unanswerable`` says; the validation part's 348 come from two of its ten articles, see
 ``trust/squad/SOURCES.md``).
 
-Beside each part's share, the summary gives each kind's ``reader_ceiling``: the answerable questions
+Beside each part's share, the summary gives each kind's ``relevance_separation`` (per part, the AUC of
+the best IsRel of answerable questions against that part's: what abstention has to work with) and
+``reader_ceiling``: the answerable questions
 whose chosen answer is right before any abstention (the bars off). In the suite's one-round runs
 the bars do not change which answer is chosen, only whether it is given, so no bars can answer more
 of them right than that. ``candidate_ceiling`` counts those where any candidate (one per passage
@@ -394,6 +396,23 @@ def candidate_ceiling(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                                                     if t.get("passage") is not None and not t.get("dropped")))
 
 
+def relevance_separation(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """How well the model's judgement of relevance tells answerable questions from each other part, bars
+    aside: per part, the AUC of each question's best IsRel over its passages (answerable against that
+    part; 0.5 is chance). A ranked answer can be given only when its question clears the IsRel bar, so
+    this bounds what any bar can do; questions without a retrieved passage are left out."""
+    best = {p: [v for r in records if r["part"] == p and (v := _best_isrel(r)) is not None] for p in PARTS}
+    pos = best["answerable"]
+    return {p: {"n": len(neg), "auc": _auc(pos, neg)} for p, neg in best.items()
+            if p != "answerable" and neg and pos}
+
+
+def _auc(pos: Sequence[float], neg: Sequence[float]) -> float:
+    """P(a positive scores above a negative), ties counting a half (Mann-Whitney)."""
+    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
+    return wins / (len(pos) * len(neg))
+
+
 def summarize(records: Sequence[Mapping[str, Any]], *, confidence: str = "chain", n_resamples: int = 1000) -> dict[str, Any]:
     """Per kind: each part's rate against its bar, and the selective-QA figures over answerable +
     unanswerable-kind parts (noise-only runs excluded: they repeat the answerable questions)."""
@@ -407,7 +426,8 @@ def summarize(records: Sequence[Mapping[str, Any]], *, confidence: str = "chain"
         answerable_only = trust_report(answerable_items, n_resamples=n_resamples)
         answerable_only["selective_accuracy_at_0.6"] = selective_accuracy_at(answerable_items, 0.6)
         kinds[kind] = {"parts": parts, "reader_ceiling": reader_ceiling(rows),
-                       "candidate_ceiling": candidate_ceiling(rows), "selective": selective,
+                       "candidate_ceiling": candidate_ceiling(rows), "relevance_separation": relevance_separation(rows),
+                       "selective": selective,
                        "answerable_only": {k: answerable_only[k] for k in ("coverage", "selective_accuracy", "aurc",
                                                                             "aurc_optimal", "selective_accuracy_at_0.6")}}
     return {"confidence": confidence, "kinds": kinds,
@@ -549,8 +569,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         sel = entry["selective"]
         ceilings = f"right before abstention {entry['reader_ceiling']['right']}, by any candidate " \
                    f"{entry['candidate_ceiling']['right']}"
+        separation = ", ".join(f"{p} {v['auc']:.2f}" for p, v in entry["relevance_separation"].items())
         print(f"{kind:9s} {parts} ({ceilings})  | coverage {fmt(sel['coverage'])} sel.acc {fmt(sel['selective_accuracy'])} "
-              f"F1_RG {fmt(sel['f1_rg'])} AURC {fmt(sel['aurc'])}")
+              f"F1_RG {fmt(sel['f1_rg'])} AURC {fmt(sel['aurc'])} | best-IsRel AUC against {separation}")
     if args.json:
         bench.write(args.json, vars(args), summary)
     if args.fit_calibration:

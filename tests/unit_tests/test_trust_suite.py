@@ -15,6 +15,7 @@ from benchmarks.trust_suite import (
     NoiseOnlyRetriever,
     answer_right,
     candidate_ceiling,
+    relevance_separation,
     summarize,
     suite_questions,
     would_be_answer,
@@ -153,6 +154,20 @@ def test_candidate_ceiling_counts_a_question_any_candidate_answers_right_from_it
     assert figures == {"n": 4, "right": 1, "rate": pytest.approx(1 / 4)}  # only the second candidate of the first
     assert summarize([wrong_first], n_resamples=0)["kinds"]["docs"]["candidate_ceiling"]["right"] == 1
     assert summarize([wrong_first], n_resamples=0)["kinds"]["docs"]["reader_ceiling"]["right"] == 0
+
+
+def test_relevance_separation_is_the_auc_of_the_best_isrel_per_part() -> None:
+    def rec(part: str, *isrels: float | None) -> dict:
+        trace = [{"source": "a.md", "passage": i, "text": "x", "isrel": v, "chosen": i == 0}
+                 for i, v in enumerate(isrels)]
+        return {**_record(part, True, "I cannot answer", []), "trace": trace}
+
+    records = [rec("answerable", 0.2, 0.9), rec("answerable", 0.6), rec("near_miss", 0.7), rec("near_miss", 0.6),
+               rec("off_topic", 0.1), rec("noise_only", None)]
+    got = relevance_separation(records)
+    # answerable best IsRel 0.9 and 0.6 against near misses 0.7 and 0.6: wins 1 + 1, a tie 0.5, a loss
+    assert got == {"near_miss": {"n": 2, "auc": pytest.approx(2.5 / 4)}, "off_topic": {"n": 1, "auc": 1.0}}
+    assert summarize(records, n_resamples=0)["kinds"]["docs"]["relevance_separation"] == got
 
 
 def test_index_options_pass_the_chunking_to_selfrag_index_and_refuse_bad_values() -> None:
