@@ -176,10 +176,12 @@ class ReaderCriticLM:
         if set(first_candidates) == set(isrel_group):  # the graph asks for IsRel first: read it once
             isrel = {i: first[i] for i in evidence}
         else:
-            isrel = dict(zip(evidence, self.critic.candidate_probs([prompts[i] for i in evidence], isrel_group)))
+            isrel = dict(zip(evidence, self.critic.candidate_probs([prompts[i] for i in evidence], isrel_group)
+                             if evidence else []))
         heads = [prompt + (_best(isrel[i]) if i in isrel else "") + answer.answer
                  for i, (prompt, answer) in enumerate(zip(prompts, answers))]
-        issup = dict(zip(evidence, self.critic.candidate_probs([heads[i] for i in evidence], T.GROUPS[T.Kind.ISSUP])))
+        issup = dict(zip(evidence, self.critic.candidate_probs([heads[i] for i in evidence], T.GROUPS[T.Kind.ISSUP])
+                         if evidence else []))
         ends = [head + (_best(issup[i]) if i in issup else "") for i, head in enumerate(heads)]
         isuse = self.critic.candidate_probs(ends, T.GROUPS[T.Kind.ISUSE])
         gens = []
@@ -187,8 +189,8 @@ class ReaderCriticLM:
             points = [(T.Kind.ISREL, isrel.get(i)), (T.Kind.ISSUP, issup.get(i)), (T.Kind.ISUSE, isuse[i])]
             reflections = [ReflectionPoint(-1, _best(probs), kind, dict(probs)) for kind, probs in points if probs]
             by_kind = {p.kind: p.token for p in reflections}
-            text = (by_kind.get(T.Kind.ISREL, "") + answer.answer + by_kind.get(T.Kind.ISSUP, "")
-                    + by_kind[T.Kind.ISUSE])
+            text = "".join((by_kind.get(T.Kind.ISREL, ""), answer.answer, by_kind.get(T.Kind.ISSUP, ""),
+                            by_kind.get(T.Kind.ISUSE, "")))
             stop = "length" if answer.stop_reason == "length" else "eos"
             gens.append(Generation(text, list(answer.token_ids), answer.cumulative_logprob, reflections,
                                    dict(first[i]), stop, answer.guarded))

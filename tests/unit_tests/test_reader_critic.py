@@ -147,3 +147,11 @@ def test_a_graph_context_names_its_reader(monkeypatch) -> None:
         assert unwrap(again.lm) is pair
     finally:
         context.default_pair.cache_clear()
+
+
+def test_a_prompt_without_evidence_gets_the_readers_closed_book_answer_and_a_utility_only() -> None:
+    critic, reader = ScriptedCritic(), ScriptedReader()
+    (gen,) = ReaderCriticLM(critic, reader).generate([without_retrieval(format_prompt("What is the capital?"))])
+    assert gen.answer == "It is Paris." and gen.text == "It is Paris.[Utility:4]"
+    assert [p.kind for p in gen.reflections] == [T.Kind.ISUSE] and gen.first_probs == {}
+    assert "Passage" not in reader.prompts[0] and [c[1] for c in critic.calls] == [T.GROUPS[T.Kind.ISUSE]]
