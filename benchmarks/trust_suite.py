@@ -401,16 +401,12 @@ def relevance_separation(records: Sequence[Mapping[str, Any]]) -> dict[str, dict
     aside: per part, the AUC of each question's best IsRel over its passages (answerable against that
     part; 0.5 is chance). A ranked answer can be given only when its question clears the IsRel bar, so
     this bounds what any bar can do; questions without a retrieved passage are left out."""
+    from training.core.metrics import roc_auc
+
     best = {p: [v for r in records if r["part"] == p and (v := _best_isrel(r)) is not None] for p in PARTS}
     pos = best["answerable"]
-    return {p: {"n": len(neg), "auc": _auc(pos, neg)} for p, neg in best.items()
-            if p != "answerable" and neg and pos}
-
-
-def _auc(pos: Sequence[float], neg: Sequence[float]) -> float:
-    """P(a positive scores above a negative), ties counting a half (Mann-Whitney)."""
-    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
-    return wins / (len(pos) * len(neg))
+    return {p: {"n": len(neg), "auc": roc_auc(pos + neg, [True] * len(pos) + [False] * len(neg))}
+            for p, neg in best.items() if p != "answerable" and neg and pos}
 
 
 def summarize(records: Sequence[Mapping[str, Any]], *, confidence: str = "chain", n_resamples: int = 1000) -> dict[str, Any]:
@@ -532,7 +528,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = {"n_threads": args.threads} if args.threads else {}
         lm = load_reflection_lm(model, **options)
         reader = model_path(args.reader) if args.reader else None
-        if reader:
+        if args.reader:
             from langchain_selfrag.lm.reader import ReaderCriticLM
 
             lm = ReaderCriticLM(lm, load_reflection_lm(reader, **options))

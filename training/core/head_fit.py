@@ -70,11 +70,10 @@ def fit_rows(features: HeadFeatures, init: np.ndarray, *, l2: float, max_iter: i
 
 
 def _auc(positive: np.ndarray, score: np.ndarray) -> float | None:
-    """Area under the ROC curve of ``score`` for the ``positive`` positions (ties count one half)."""
-    pos, neg = score[positive], score[~positive]
-    if not pos.size or not neg.size:
-        return None
-    return float(((pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()) / (pos.size * neg.size))
+    """:func:`~training.core.metrics.roc_auc` of ``score`` for the ``positive`` positions; None without both."""
+    from .metrics import roc_auc
+
+    return roc_auc(score, positive) if positive.any() and not positive.all() else None
 
 
 def heldout_report(features: HeadFeatures, rows: np.ndarray, names: Sequence[str]) -> dict:
