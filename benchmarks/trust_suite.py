@@ -486,6 +486,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--model", help="model file, or a bundled model's name (default: the bundled model)")
     ap.add_argument("--reader", help="a chat model (file or base name) that writes the answers, the model "
                     "critiquing them (langchain_selfrag.lm.reader)")
+    ap.add_argument("--judge", help="with --reader: a chat model (file or base name) whose IsRel replaces the "
+                    "model's (langchain_selfrag.lm.judge); a fitted calibration is the judge's")
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data"),
                     help="folder with squad2_dev_half.json (the squad kind's test part)")
     ap.add_argument("--n-squad", type=int, default=150, help="answerable SQuAD questions (unanswerable: half)")
@@ -508,6 +510,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--fit-calibration", metavar="FILE",
                     help="validation part only: choose the model's abstention bars on these runs and write them here")
     args = ap.parse_args(argv)
+    if args.judge and not args.reader:
+        ap.error("--judge judges the answers of a --reader: give one")
     index_options(args.chunk_size, args.chunk_overlap)  # a bad value fails before anything runs
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -528,11 +532,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = {"n_threads": args.threads} if args.threads else {}
         lm = load_reflection_lm(model, **options)
         reader = model_path(args.reader) if args.reader else None
+        judge = model_path(args.judge) if args.judge else None
         if args.reader:
+            from langchain_selfrag.lm.judge import RelevanceJudge
             from langchain_selfrag.lm.reader import ReaderCriticLM
 
-            lm = ReaderCriticLM(lm, load_reflection_lm(reader, **options))
-        (out / "run.json").write_text(json.dumps({"model": model, "reader": reader, "split": args.split,
+            reader_lm = load_reflection_lm(reader, **options)
+            judge_lm = (reader_lm if judge == reader else load_reflection_lm(judge, **options)) if judge else None
+            lm = ReaderCriticLM(lm, reader_lm, judge=RelevanceJudge(judge_lm) if judge_lm else None)
+        (out / "run.json").write_text(json.dumps({"model": model, "reader": reader, "judge": judge,
+                                                  "split": args.split,
                                                   "paper": args.paper,
                                                   "n_squad": args.n_squad,
                                                   "n_squad_unanswerable": args.n_squad_unanswerable, "seed": args.seed,
@@ -551,8 +560,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         summary["model"] = Path(run["model"]).name
     if run.get("reader"):
         summary["reader"] = Path(run["reader"]).name
-    if args.fit_calibration:
-        bars = fit_calibration(records, summary["model"], Path(args.fit_calibration), run.get("answer_form")).bars
+    if run.get("judge"):
+        summary["judge"] = Path(run["judge"]).name
+    if args.fit_calibration:  # the bars of a run with a judge are the judge's (ReaderCriticLM.model_path)
+        bars = fit_calibration(records, summary.get("judge") or summary["model"], Path(args.fit_calibration), run.get("answer_form")).bars
         summary["at_fitted_bars"] = {**bars, "kinds": parts_at(records, bars["abstain_isrel"], bars["abstain_issup"])}
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     title = f"trust suite, {args.split} part: risk-coverage by kind of text (confidence: {args.confidence})"
@@ -572,7 +583,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         bench.write(args.json, vars(args), summary)
     if args.fit_calibration:
         fitted = summary["at_fitted_bars"]
-        print(f"calibration of {summary['model']} written to {args.fit_calibration}: IsRel {fitted['abstain_isrel']}, "
+        print(f"calibration of {summary.get('judge') or summary['model']} written to {args.fit_calibration}: IsRel {fitted['abstain_isrel']}, "
               f"IsSup {fitted['abstain_issup']}, which would give")
         for kind, parts in fitted["kinds"].items():
             print(f"{kind:9s} " + "  ".join(f"{p} {v['right']}/{v['n']}" for p, v in parts.items()))

@@ -160,6 +160,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from .graph.context import default_lm, default_pair, model_path
     from .retrieval import open_store
 
+    if args.judge and not args.reader:
+        print("selfrag: error: --judge judges the answers of a --reader: give one", file=sys.stderr)
+        return 2
     config = SelfRAGConfig.from_mapping(_settings(args))
     # Restraint judges a no-retrieval answer against passages of the store when there is one.
     wants_store = config.mode != "never" or (config.rho is not None and _store_given(args))
@@ -167,7 +170,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     model = model_path(args.model)
     if not args.json:
         print(f"loading {model} ...", file=sys.stderr)
-    lm = default_pair(model, args.reader) if args.reader else default_lm(model)
+    lm = default_pair(model, args.reader, args.judge) if args.reader else default_lm(model)
     fallback = open_store(args.fallback_store) if args.fallback_store else None
     chain = SelfRAGChain(lm, store, config, fallback_retriever=fallback)
     question: dict[str, Any] = {"question": args.question}
@@ -228,6 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "or of an untrained base (smollm2-135m-instruct, qwen2.5-coder-0.5b-instruct)")
     p_ask.add_argument("--reader", help="a chat model (file or base name, e.g. qwen2.5-coder-0.5b-instruct) that "
                        "writes the answers, the model judging them (ReaderCriticLM, docs/models.md)")
+    p_ask.add_argument("--judge", help="with --reader: a chat model (file or base name, e.g. "
+                       "qwen2.5-coder-1.5b-instruct) asked whether each passage states the answer; its IsRel "
+                       "replaces the model's (RelevanceJudge, docs/models.md)")
     p_ask.add_argument("--json", action="store_true", help="print one JSON object")
     p_ask.add_argument("--verbose", action="store_true",
                        help="let third-party libraries (transformers, llama.cpp) print their bars, warnings and logs")

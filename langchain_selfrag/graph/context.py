@@ -21,7 +21,8 @@ from ..errors import ModelLoadError
 log = logging.getLogger(__name__)
 
 #: Extra context keys that are not SelfRAGConfig fields.
-CONTEXT_KEYS = ("lm", "retriever", "retriever_timeout", "max_question_chars", "model", "reader", "store",
+CONTEXT_KEYS = ("lm", "retriever", "retriever_timeout", "max_question_chars", "model", "reader", "judge",
+                "store",
                 "chroma_url", "claim_splitter", "claim_scorer", "rewrite", "fallback_retriever")
 
 
@@ -66,6 +67,8 @@ class ServerContext(TypedDict, total=False):
     ``model``: reflection LM path or hub id (default: ``$SELFRAG_MODEL`` or the bundled model);
     ``reader``: a chat model (file or base name) that writes the answers ``model`` judges
     (:class:`~langchain_selfrag.lm.reader.ReaderCriticLM`; default: none, ``model`` writes them);
+    ``judge``: with ``reader``, a chat model (file or base name) whose IsRel replaces ``model``'s
+    (:class:`~langchain_selfrag.lm.judge.RelevanceJudge`);
     ``store``: Chroma store folder (default: ``$SELFRAG_STORE`` or ``.selfrag/store``);
     ``chroma_url``: a Chroma server, ``http[s]://HOST[:PORT]``, instead of a folder (default:
     ``$SELFRAG_CHROMA_URL``). Give ``store`` or ``chroma_url``, not both.
@@ -96,6 +99,7 @@ class ServerContext(TypedDict, total=False):
     max_question_chars: int
     model: str
     reader: str
+    judge: str
     store: str
     chroma_url: str
 
@@ -119,8 +123,10 @@ def resolve_context(value: Any) -> SelfRAGContext:
             **{k: v for k, v in extras.items() if k in known},
         )
         if ctx.lm is None:
-            reader = extras.get("reader")
-            ctx.lm = default_pair(extras.get("model"), reader) if reader else default_lm(extras.get("model"))
+            reader, judge = extras.get("reader"), extras.get("judge")
+            if judge and not reader:
+                raise ValueError("the context's 'judge' judges the answers of a 'reader': give one")
+            ctx.lm = default_pair(extras.get("model"), reader, judge) if reader else default_lm(extras.get("model"))
         if ctx.retriever is None:
             ctx.retriever = default_store(extras.get("store"), chroma_url=extras.get("chroma_url"))
         return _scheduled(with_model_bars(ctx))
@@ -195,12 +201,16 @@ def default_lm(model: str | None = None) -> Any:
 
 
 @functools.lru_cache(maxsize=4)
-def default_pair(model: str | None, reader: str) -> Any:
+def default_pair(model: str | None, reader: str, judge: str | None = None) -> Any:
     """Load (once per pair) the reflection LM at ``model`` judging the answers of the chat model at
-    ``reader`` (:class:`~langchain_selfrag.lm.reader.ReaderCriticLM`); both as :func:`default_lm` loads them."""
+    ``reader`` (:class:`~langchain_selfrag.lm.reader.ReaderCriticLM`), with the chat model at ``judge``
+    judging relevance when given (:class:`~langchain_selfrag.lm.judge.RelevanceJudge`); each as
+    :func:`default_lm` loads it (a judge that is the reader is loaded once)."""
+    from ..lm.judge import RelevanceJudge
     from ..lm.reader import ReaderCriticLM
 
-    return ReaderCriticLM(default_lm(model), default_lm(reader))
+    return ReaderCriticLM(default_lm(model), default_lm(reader),
+                          judge=RelevanceJudge(default_lm(judge)) if judge else None)
 
 
 def default_store(store: str | None = None, *, chroma_url: str | None = None) -> Any:

@@ -8,7 +8,7 @@
   transformers) and :mod:`.remote` (an OpenAI-compatible completions server);
 * :mod:`.scheduler`: one batching scheduler per loaded model;
 * :mod:`.reader`: :class:`ReaderCriticLM`, a chat model writing the answers that a reflection model
-  critiques.
+  critiques; :mod:`.judge`: :class:`RelevanceJudge`, a chat model judging relevance for it.
 """
 
 from __future__ import annotations
@@ -19,15 +19,18 @@ from typing import Any, Literal
 
 from .base import ReflectionLMBase
 from .protocol import Generation, ReflectionLM, ReflectionLMError, ReflectionPoint
+from .judge import JudgePrompt, RelevanceJudge
 from .reader import ReaderCriticLM
 
 Backend = Literal["auto", "llamacpp", "transformers", "openai"]
 
 __all__ = [
     "Generation",
+    "JudgePrompt",
     "ReflectionLM",
     "ReflectionLMBase",
     "ReaderCriticLM",
+    "RelevanceJudge",
     "ReflectionLMError",
     "ReflectionPoint",
     "is_url",

@@ -14,6 +14,11 @@ the evaluation take it unchanged::
     reader = load_reflection_lm(model_path("qwen2.5-coder-0.5b-instruct"))
     chain = SelfRAGChain(ReaderCriticLM(critic, reader), retriever)
 
+With ``judge`` (a :class:`~langchain_selfrag.lm.judge.RelevanceJudge`), IsRel comes from the judge, a chat
+model asked whether the passage states the answer, and the critic keeps Retrieve, IsSup and Utility:
+a small critic judges relevance poorly on text unlike its training data, and IsRel is what abstention
+works with (issue 55).
+
 A generation's ``cumulative_logprob`` and ``token_ids`` are the reader's (so the sequence probability
 of ranking is the reader's confidence in its answer); its reflection points have position -1 (scored
 after the text, as text reflections are). Each segment is the reader's whole answer (stop reason
@@ -22,79 +27,30 @@ after the text, as text reflections are). Each segment is the reader's whole ans
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .. import tokens as T
-from ..prompts import PROMPT_NO_INPUT
+from .chat import ChatPrompt, ReaderTurn, chat_safe, chatml, split_selfrag_prompt
+from .judge import RelevanceJudge
 from .protocol import Generation, ReflectionLMError, ReflectionPoint, TokenCallback
 from .scheduler import scheduler_for
 
-_HEAD, _RESPONSE = PROMPT_NO_INPUT.split("{instruction}")
-_EVIDENCE_OPEN = T.RETRIEVAL + T.PARAGRAPH_START
+__all__ = ["ReaderCriticLM", "ReaderPrompt", "ReaderTurn", "chat_safe", "chatml", "split_selfrag_prompt"]
 
 
 @dataclass(frozen=True)
-class ReaderTurn:
-    """What a Self-RAG prompt asks: the instruction, the answer written so far and the last passage."""
-
-    instruction: str
-    written: str
-    title: str | None = None
-    passage: str | None = None
-
-
-def split_selfrag_prompt(prompt: str) -> ReaderTurn:
-    """The parts of a Self-RAG inference prompt (``format_prompt`` plus segments and evidence).
-
-    Evidence is the last ``[Retrieval]<paragraph>title\\ntext</paragraph>`` when the prompt ends with it;
-    ``written`` is the visible text of earlier segments (reflection tokens and evidence left out).
-    """
-    if not prompt.startswith(_HEAD) or _RESPONSE not in prompt:
-        raise ReflectionLMError("ReaderCriticLM takes Self-RAG prompts (### Instruction: ... ### Response:); "
-                                f"got {prompt[:60]!r}")
-    instruction, rest = prompt[len(_HEAD):].split(_RESPONSE, 1)
-    title = passage = None
-    at = rest.rfind(_EVIDENCE_OPEN)
-    if at >= 0 and rest.endswith(T.PARAGRAPH_END):
-        evidence = rest[at + len(_EVIDENCE_OPEN) : -len(T.PARAGRAPH_END)]
-        title, _, passage = evidence.partition("\n")
-        rest = rest[:at]
-    return ReaderTurn(instruction, T.strip_reflection_tokens(rest), title or None, passage)
-
-
-def chatml(system: str, user: str, assistant: str = "") -> str:
-    """A ChatML conversation (Qwen2.5's layout) open at the assistant's turn."""
-    return (f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n"
-            f"<|im_start|>assistant\n{assistant}")
-
-
-@dataclass(frozen=True)
-class ReaderPrompt:
+class ReaderPrompt(ChatPrompt):
     """How a turn becomes the reader's prompt: a chat layout and the words of the user's turn."""
 
-    chat: Callable[[str, str, str], str] = chatml
-    system: str = "You are a helpful assistant."
     with_passage: str = ("Answer the question from the passage, briefly.\n\nPassage ({title}):\n{passage}\n\n"
                          "Question: {question}")
     without_passage: str = "Answer the question briefly.\n\nQuestion: {question}"
 
     def __call__(self, turn: ReaderTurn) -> str:
-        question = chat_safe(turn.instruction)
-        if turn.passage is None:
-            user = self.without_passage.format(question=question)
-        else:
-            user = self.with_passage.format(title=chat_safe(turn.title or ""), passage=chat_safe(turn.passage),
-                                            question=question)
+        user = self.fill(self.without_passage if turn.passage is None else self.with_passage, turn)
         return self.chat(self.system, user, chat_safe(turn.written))
-
-
-def chat_safe(text: str) -> str:
-    """``text`` with chat markers (``<|im_end|>``, ``<|user|>``...) broken by a zero-width space, as
-    :func:`~langchain_selfrag.tokens.neutralise` breaks reflection tokens (the Self-RAG prompt's text
-    arrives neutralised already): a passage cannot close the user's turn."""
-    return text.replace("<|", "<\u200b|")
 
 
 def _best(probs: dict[str, float]) -> str:
@@ -113,18 +69,23 @@ class ReaderCriticLM:
 
     generates_in_batches = True
 
-    def __init__(self, critic: Any, reader: Any, reader_prompt: ReaderPrompt | None = None) -> None:
+    def __init__(self, critic: Any, reader: Any, reader_prompt: ReaderPrompt | None = None,
+                 judge: RelevanceJudge | None = None) -> None:
         if not getattr(critic, "has_reflection_vocab", False):
             raise ReflectionLMError("the critic of a ReaderCriticLM must be a reflection model (its vocabulary "
                                     "holds the reflection tokens)")
+        if judge is not None and not isinstance(judge, RelevanceJudge):
+            raise TypeError(f"judge must be a RelevanceJudge, not {type(judge).__name__}")
         self.critic, self.reader = scheduler_for(critic), scheduler_for(reader)
         self.reader_prompt = reader_prompt or ReaderPrompt()
+        self.judge = judge
         self.has_reflection_vocab = True
 
-    # what the graph reads besides the protocol: the critic's, since passages are fitted to its prompt
     @property
     def model_path(self) -> Any:
-        return getattr(self.critic, "model_path", None)
+        """The model whose calibration holds the abstention bars: the judge's (the IsRel bar is about its
+        IsRel) when there is one, else the critic's."""
+        return getattr(self.judge or self.critic, "model_path", None)
 
     @property
     def context_length(self) -> int | None:
@@ -139,12 +100,21 @@ class ReaderCriticLM:
         return self.critic.decode(ids)
 
     def close(self) -> None:
-        """Close both models (and their schedulers)."""
-        for scheduler in (self.reader, self.critic):
+        """Close the models (and their schedulers), each once."""
+        schedulers = [self.reader, self.critic] + ([self.judge.lm] if self.judge is not None else [])
+        for scheduler in {id(s): s for s in schedulers}.values():
             scheduler.close(close_model=True)
 
     def candidate_probs(self, prompts: Sequence[str], candidates: Sequence[str]) -> list[dict[str, float]]:
-        return self.critic.candidate_probs(prompts, candidates)
+        """The critic's probabilities; IsRel of prompts that end with a passage from the judge, when there is one."""
+        if self.judge is None or set(candidates) != set(T.GROUPS[T.Kind.ISREL]):
+            return self.critic.candidate_probs(prompts, candidates)
+        turns = [split_selfrag_prompt(p) for p in prompts]
+        evidence = [i for i, t in enumerate(turns) if t.passage is not None]
+        judged = dict(zip(evidence, self.judge.isrel([turns[i] for i in evidence])))
+        rest = [i for i in range(len(prompts)) if i not in judged]
+        plain = dict(zip(rest, self.critic.candidate_probs([prompts[i] for i in rest], candidates) if rest else []))
+        return [{c: (judged.get(i) or plain[i]).get(c, 0.0) for c in candidates} for i in range(len(prompts))]
 
     def generate(
         self,
@@ -170,13 +140,13 @@ class ReaderCriticLM:
         answers = self.reader.generate([self.reader_prompt(t) for t in turns], max_new_tokens=max_new_tokens,
                                        stop_at_retrieval=False, guard=guard, temperature=temperature, top_p=top_p,
                                        seed=seed, **extra)
-        first = self.critic.candidate_probs(prompts, first_candidates) if first_candidates else [{}] * len(prompts)
+        first = self.candidate_probs(prompts, first_candidates) if first_candidates else [{}] * len(prompts)
         isrel_group = T.GROUPS[T.Kind.ISREL]
         evidence = [i for i, t in enumerate(turns) if t.passage is not None]
         if set(first_candidates) == set(isrel_group):  # the graph asks for IsRel first: read it once
             isrel = {i: first[i] for i in evidence}
         else:
-            isrel = dict(zip(evidence, self.critic.candidate_probs([prompts[i] for i in evidence], isrel_group)
+            isrel = dict(zip(evidence, self.candidate_probs([prompts[i] for i in evidence], isrel_group)
                              if evidence else []))
         heads = [prompt + (_best(isrel[i]) if i in isrel else "") + answer.answer
                  for i, (prompt, answer) in enumerate(zip(prompts, answers))]

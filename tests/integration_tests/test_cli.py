@@ -57,6 +57,12 @@ def test_ask_with_a_reader(tmp_path: Path, bundled_gguf: Path, smollm2_gguf: Pat
     # each candidate is the reader's ChatML answer (no Self-RAG reflection token in it), judged by the critic
     assert all(0.0 <= t["isrel"] <= 1.0 and t["issup"] is not None for t in out["trace"])
     assert not any("[" in (t.get("text") or "") for t in out["trace"])
+    judged = selfrag("ask", "What does the IsSup token measure?", "--store", str(store), "--model", str(bundled_gguf),
+                     "--reader", str(smollm2_gguf), "--judge", str(smollm2_gguf), "--k", "2",
+                     "--max-new-tokens", "24", "--abstain-isrel", "0", "--abstain-issup", "0", "--json")
+    assert judged.returncode == 0, judged.stderr
+    # the judge's IsRel (its share of Yes) differs from the critic's for the same passages
+    assert [t["isrel"] for t in json.loads(judged.stdout)["trace"]] != [t["isrel"] for t in out["trace"]]
     missing = selfrag("ask", "q", "--store", str(store), "--model", str(bundled_gguf),
                       "--reader", str(tmp_path / "r.gguf"))
     assert missing.returncode != 0 and "r.gguf" in missing.stderr and "Traceback" not in missing.stderr
@@ -72,6 +78,8 @@ def test_missing_store_is_a_one_line_error(tmp_path: Path) -> None:
 def test_bad_input_is_a_one_line_error(tmp_path: Path) -> None:
     done = selfrag("ask", "q", "--mode", "never", "--model", str(tmp_path / "missing.gguf"))
     assert done.returncode == 2 and "Traceback" not in done.stderr and "missing.gguf" in done.stderr
+    done = selfrag("ask", "q", "--judge", str(tmp_path / "judge.gguf"))
+    assert done.returncode == 2 and done.stderr.startswith("selfrag: error:") and "--reader" in done.stderr
     done = selfrag("index", str(tmp_path / "nowhere"), "--store", str(tmp_path / "s"))
     assert done.returncode == 2 and "no such file" in done.stderr
     done = selfrag("ask", "q", "--threshold", "3", "--mode", "never")

@@ -51,3 +51,21 @@ def test_the_chain_runs_on_a_reader_and_a_critic(models) -> None:
                                       answer_form="generated").invoke("What is the capital of Freedonia?")
     (cand,) = [t for t in out["trace"] if t.get("chosen")]
     assert not out["abstained"] and out["answer"] == cand["answer"] and out["citations"] == [DOC]
+
+
+def test_a_judge_gives_isrel_as_its_yes_share_and_the_critic_the_rest(models) -> None:
+    """SmolLM2 judges too (a ChatML chat model, as the Qwen judges are): IsRel is its P(Yes) / (P(Yes) + P(No))."""
+    from langchain_selfrag.lm.judge import JudgePrompt, RelevanceJudge
+
+    critic, reader = models
+    lm = ReaderCriticLM(critic, reader, judge=RelevanceJudge(reader))
+    prompt = with_evidence(format_prompt(build_instruction("What is the capital of Freedonia?")), "Freedonia",
+                           DOC.page_content)
+    (gen,) = lm.generate([prompt], first_candidates=T.GROUPS[T.Kind.ISREL], max_new_tokens=24)
+    yes_no = reader.candidate_probs([JudgePrompt()(split_selfrag_prompt(prompt))], ["Yes", "No"])[0]
+    assert 0 < yes_no["Yes"] + yes_no["No"] <= 1
+    assert gen.first_probs[T.RELEVANT] == pytest.approx(yes_no["Yes"] / (yes_no["Yes"] + yes_no["No"]), abs=1e-6)
+    best = max(gen.first_probs, key=gen.first_probs.get)
+    issup = critic.candidate_probs([prompt + best + gen.answer], T.GROUPS[T.Kind.ISSUP])[0]
+    # llama.cpp's logits depend a little on what its prompt cache held before (8e-4 measured here)
+    assert gen.probs_for(T.Kind.ISSUP) == pytest.approx(issup, abs=5e-3)

@@ -1,0 +1,71 @@
+"""A Self-RAG prompt as a chat model's turn: what it asks (:func:`split_selfrag_prompt`) and ChatML.
+
+Shared by the reader (:mod:`.reader`) and the judge (:mod:`.judge`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .. import tokens as T
+from ..prompts import PROMPT_NO_INPUT
+from .protocol import ReflectionLMError
+
+_HEAD, _RESPONSE = PROMPT_NO_INPUT.split("{instruction}")
+_EVIDENCE_OPEN = T.RETRIEVAL + T.PARAGRAPH_START
+
+
+@dataclass(frozen=True)
+class ReaderTurn:
+    """What a Self-RAG prompt asks: the instruction, the answer written so far and the last passage."""
+
+    instruction: str
+    written: str
+    title: str | None = None
+    passage: str | None = None
+
+
+def split_selfrag_prompt(prompt: str) -> ReaderTurn:
+    """The parts of a Self-RAG inference prompt (``format_prompt`` plus segments and evidence).
+
+    Evidence is the last ``[Retrieval]<paragraph>title\\ntext</paragraph>`` when the prompt ends with it;
+    ``written`` is the visible text of earlier segments (reflection tokens and evidence left out).
+    """
+    if not prompt.startswith(_HEAD) or _RESPONSE not in prompt:
+        raise ReflectionLMError("ReaderCriticLM takes Self-RAG prompts (### Instruction: ... ### Response:); "
+                                f"got {prompt[:60]!r}")
+    instruction, rest = prompt[len(_HEAD):].split(_RESPONSE, 1)
+    title = passage = None
+    at = rest.rfind(_EVIDENCE_OPEN)
+    if at >= 0 and rest.endswith(T.PARAGRAPH_END):
+        evidence = rest[at + len(_EVIDENCE_OPEN) : -len(T.PARAGRAPH_END)]
+        title, _, passage = evidence.partition("\n")
+        rest = rest[:at]
+    return ReaderTurn(instruction, T.strip_reflection_tokens(rest), title or None, passage)
+
+
+def chatml(system: str, user: str, assistant: str = "") -> str:
+    """A ChatML conversation (Qwen2.5's layout) open at the assistant's turn."""
+    return (f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n"
+            f"<|im_start|>assistant\n{assistant}")
+
+
+def chat_safe(text: str) -> str:
+    """``text`` with chat markers (``<|im_end|>``, ``<|user|>``...) broken by a zero-width space, as
+    :func:`~langchain_selfrag.tokens.neutralise` breaks reflection tokens (the Self-RAG prompt's text
+    arrives neutralised already): a passage cannot close the user's turn."""
+    return text.replace("<|", "<\u200b|")
+
+
+@dataclass(frozen=True)
+class ChatPrompt:
+    """A chat layout and its system turn: what the reader's and the judge's prompts share."""
+
+    chat: Callable[[str, str, str], str] = chatml
+    system: str = "You are a helpful assistant."
+
+    def fill(self, template: str, turn: ReaderTurn) -> str:
+        """``template`` with the turn's title, passage and question, each made :func:`chat_safe`."""
+        return template.format(title=chat_safe(turn.title or ""), passage=chat_safe(turn.passage or ""),
+                               question=chat_safe(turn.instruction))
