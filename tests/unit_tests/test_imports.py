@@ -15,7 +15,7 @@ EXPECTED_ALL = {
         "compile_graph", "load_reflection_lm",
     ],
     "langchain_selfrag.lm": [
-        "Generation", "ReaderCriticLM", "ReflectionLM", "ReflectionLMBase", "ReflectionLMError", "ReflectionPoint", "is_url",
+        "Generation", "JudgePrompt", "ReaderCriticLM", "RelevanceJudge", "ReflectionLM", "ReflectionLMBase", "ReflectionLMError", "ReflectionPoint", "is_url",
         "load_reflection_lm", "resolve_backend",
     ],
     "langchain_selfrag.graph": [
