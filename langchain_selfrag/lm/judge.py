@@ -68,6 +68,3 @@ class RelevanceJudge:
         words = [self.prompt.yes, self.prompt.no]
         probs = self.lm.candidate_probs([self.prompt(t) for t in turns], words)
         return [isrel_from_answer(p.get(words[0], 0.0), p.get(words[1], 0.0)) for p in probs]
-
-    def close(self) -> None:
-        self.lm.close(close_model=True)
