@@ -1,4 +1,4 @@
-"""The bundled Self-RAG models: the default ``selfrag-qwen2.5-coder-0.5b`` and ``selfrag-smollm2-135m``.
+"""The bundled Self-RAG models: the default ``selfrag-smollm2-135m`` and ``selfrag-qwen2.5-coder-0.5b``.
 
 The repository ships only what training changed: a LoRA adapter and the 15 reflection-token rows
 (``langchain_selfrag/models/<name>``, a few MB). On first use they are merged onto the model's base

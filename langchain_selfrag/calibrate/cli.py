@@ -2,6 +2,7 @@
 
     selfrag calibrate --store .selfrag/store                      # questions generated from the store
     selfrag calibrate --store .selfrag/store --questions mine.jsonl --model my-selfrag.gguf
+    selfrag calibrate --reader qwen2.5-coder-0.5b-instruct --judge qwen2.5-coder-1.5b-instruct
 
 Labelled questions come from ``--questions`` (JSONL rows ``{question, kind?, answers?, source?}``) or
 are generated from the store's own documents (:func:`.questions.questions_from_documents`). Each is
@@ -48,7 +49,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from ..abstention import calibrated_config, sidecar_path
     from ..chain import SelfRAGChain
     from ..config import SelfRAGConfig
-    from ..graph.context import default_lm, default_model_path
+    from ..graph.context import default_lm, default_pair, model_path
     from ..jsonl import iter_jsonl
     from ..retrieval import open_store
     from .fit import RULES, calibration, collect
@@ -56,6 +57,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     if args.rule not in RULES:
         raise CalibrateError(f"--rule must be one of {', '.join(RULES)}")
+    if args.judge and not args.reader:
+        raise CalibrateError("--judge judges the answers of a --reader: give one")
     store = open_store(args.store, chroma_url=args.chroma_url)
     if args.questions:
         try:
@@ -70,14 +73,16 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                                              near_miss=args.near_miss, off_topic=args.off_topic)
     if not any(q.kind == "answerable" for q in questions):
         raise CalibrateError("no answerable question to calibrate on: give labelled ones with --questions FILE")
-    model = args.model or default_model_path()
+    critic = model_path(args.model)
+    # the file whose calibration the chain reads (ReaderCriticLM.model_path): the judge's, when there is one
+    model = model_path(args.judge) if args.judge else critic
     out = Path(args.out) if args.out else sidecar_path(model)
     if not args.out and not Path(model).is_file():
         raise CalibrateError(f"{model} is not a model file: say where to write the calibration with --out")
     print(f"calibrating {Path(model).name} on {len(questions)} questions "
           f"({', '.join(f'{k} {sum(q.kind == k for q in questions)}' for k in ('answerable', 'near_miss', 'off_topic'))})",
           file=sys.stderr)
-    lm = default_lm(model)
+    lm = default_pair(critic, args.reader, args.judge) if args.reader else default_lm(critic)
     # the paper preset sets both bars, so a sidecar fitted for another file (about to be replaced) is no error
     form = args.answer_form or calibrated_config(SelfRAGConfig.paper(answer_form=None), lm).answer_form
     chain = SelfRAGChain(lm, store, SelfRAGConfig.paper(k=args.k, answer_form=form))
@@ -121,7 +126,12 @@ def register(sub: Any) -> None:
     group = p.add_mutually_exclusive_group()
     group.add_argument("--store", default=DEFAULT_STORE, help=f"store folder (default {DEFAULT_STORE})")
     group.add_argument("--chroma-url", metavar="URL", help="a Chroma server instead of a folder")
-    p.add_argument("--model", help="Self-RAG GGUF file, HF folder or hub id (default: the bundled model)")
+    p.add_argument("--model", help="Self-RAG GGUF file, HF folder, hub id or bundled model's name (default: the "
+                                   "bundled model)")
+    p.add_argument("--reader", help="a chat model (file or base name) that writes the answers --model judges; "
+                                     "the pair is calibrated (see selfrag ask --reader)")
+    p.add_argument("--judge", help="with --reader: a chat model (file or base name) that judges relevance; the bars "
+                                    "are written beside its file (see selfrag ask --judge)")
     p.add_argument("--questions", metavar="FILE",
                    help="labelled questions, JSONL {question, kind?, answers?, source?}; default: generated from the store")
     p.add_argument("--answerable", type=int, default=40, help="generated answerable questions at most")
