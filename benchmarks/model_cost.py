@@ -11,8 +11,14 @@ an adapter folder (a candidate, built the same way). For each one:
   child's peak resident memory, model load included;
 * ``throughput``: ``benchmarks/throughput.py`` on the same corpus (sequential and ``--concurrency``).
 
+With ``--reader`` (and ``--judge``) each model is measured twice: alone, and critiquing the answers of
+that chat model (the reader pair of ``selfrag ask --reader/--judge``; the chat models' files are found
+before the run, so their joins are not timed).
+
     python benchmarks/model_cost.py --model selfrag-smollm2-135m --model selfrag-qwen2.5-coder-0.5b \\
         --json benchmarks/results/model_cost.json
+    python benchmarks/model_cost.py --model selfrag-smollm2-135m --reader qwen2.5-coder-0.5b-instruct \\
+        --judge qwen2.5-coder-1.5b-instruct --json benchmarks/results/model_cost_reader_judge.json
 """
 
 from __future__ import annotations
@@ -68,18 +74,27 @@ def build(model: str, cache: Path) -> tuple[Path, float]:
     return path, time.perf_counter() - start
 
 
-def measure(model: str, store: Path, cache: Path, args, env: dict[str, str]) -> dict:
-    gguf, build_s = build(model, cache)
+def pair_flags(reader: str | None, judge: str | None) -> list[str]:
+    """``--reader FILE [--judge FILE]`` for a child command (none without a reader)."""
+    return (["--reader", reader] if reader else []) + (["--judge", judge] if reader and judge else [])
+
+
+def measure(model: str, built: tuple[Path, float], store: Path, args, env: dict[str, str],
+            reader: str | None = None, judge: str | None = None) -> dict:
+    gguf, build_s = built
+    pair = pair_flags(reader, judge)
     seconds, rss, text = timed_child([*selfrag_command(), "ask", args.question, "--store", str(store),
-                                      "--model", str(gguf), "--json"], env)
+                                      "--model", str(gguf), *pair, "--json"], env)
     answer = json.loads(text)
-    row = {"model": model, "gguf": gguf.name, "build_s": round(build_s, 1), "gguf_mb": round(gguf.stat().st_size / 1e6, 1),
+    row = {"model": model, "gguf": gguf.name, "reader": Path(reader).name if reader else None,
+           "judge": Path(judge).name if reader and judge else None,
+           "build_s": round(build_s, 1), "gguf_mb": round(gguf.stat().st_size / 1e6, 1),
            "demo_s": round(seconds, 2), "demo_peak_rss_mb": round(rss), "demo_answer": answer.get("answer"),
            "demo_abstained": answer.get("abstained"), "demo_citations": answer.get("citations")}
     if args.throughput_queries:
         with tempfile.TemporaryDirectory() as tmp:
             result = Path(tmp) / "t.json"
-            subprocess.run([sys.executable, str(ROOT / "benchmarks" / "throughput.py"), "--model", str(gguf),
+            subprocess.run([sys.executable, str(ROOT / "benchmarks" / "throughput.py"), "--model", str(gguf), *pair,
                             "--queries", str(args.throughput_queries), "--concurrency", args.concurrency,
                             "--json", str(result)], check=True, env=env, stdout=subprocess.DEVNULL)
             row["throughput"] = json.loads(result.read_text())["figures"]
@@ -90,12 +105,20 @@ def measure(model: str, store: Path, cache: Path, args, env: dict[str, str]) -> 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", action="append", required=True, help="a bundled model's name or an adapter folder (repeat)")
+    ap.add_argument("--reader", help="also measure each model with this chat model reading (file or base name)")
+    ap.add_argument("--judge", help="with --reader: and this chat model judging relevance (file or base name)")
     ap.add_argument("--question", default=QUESTION)
     ap.add_argument("--corpus", default=str(CORPUS))
     ap.add_argument("--throughput-queries", type=int, default=8, help="0: skip the throughput benchmark")
     ap.add_argument("--concurrency", default="4")
     ap.add_argument("--json", help="write the results file here (benchmarks/record.py)")
     args = ap.parse_args(argv)
+    if args.judge and not args.reader:
+        ap.error("--judge judges the answers of a --reader: give one")
+    from langchain_selfrag.graph.context import model_path
+
+    # the chat models' files, found (joined from their part packages) in the user's cache before the run
+    reader, judge = (model_path(m) if m else None for m in (args.reader, args.judge))
     run = Run("model_cost")
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "SELFRAG_CACHE_DIR": str(Path(tmp) / "cache")}
@@ -103,7 +126,12 @@ def main(argv=None) -> int:
         subprocess.run([*selfrag_command(), "index", args.corpus, "--store", str(store)], check=True, env=env,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         os.environ["SELFRAG_CACHE_DIR"] = env["SELFRAG_CACHE_DIR"]
-        rows = [measure(model, store, Path(tmp) / "cache", args, env) for model in args.model]
+        rows = []
+        for model in args.model:
+            built = build(model, Path(tmp) / "cache")
+            rows.append(measure(model, built, store, args, env))
+            if reader:
+                rows.append(measure(model, built, store, args, env, reader, judge))
     if args.json:
         run.write(args.json, vars(args), {"models": rows})
     return 0
