@@ -29,17 +29,19 @@ from benchmarks import trust_suite as TS
 from langchain_selfrag.lm.chat import ReaderTurn
 
 
-def judge_records(model: str, kinds: list[str], out: Path, data: Path | None, n_squad: int) -> None:
+def judge_records(model: str, kinds: list[str], out: Path, data: Path | None, n_squad: int,
+                  ask: str | None = None, parts: set[str] | None = None) -> None:
     from langchain_selfrag.graph.context import model_path
-    from langchain_selfrag.lm import RelevanceJudge, load_reflection_lm
+    from langchain_selfrag.lm import JudgePrompt, RelevanceJudge, load_reflection_lm
     from langchain_selfrag.retrieval import open_store
 
-    judge = RelevanceJudge(load_reflection_lm(model_path(model)))
+    judge = RelevanceJudge(load_reflection_lm(model_path(model)), JudgePrompt(ask=ask) if ask else None)
     done = {(r["kind"], r["part"], r["question"]) for r in TS.read_records(out)}
     with out.open("a", encoding="utf-8") as fh:
         for kind in kinds:
             docs, questions = TS.suite_questions(kind, "validation", data, n_squad, 0, None, ())
-            todo = [q for q in questions if q["part"] != "off_topic" and (kind, q["part"], q["question"]) not in done]
+            todo = [q for q in questions if q["part"] != "off_topic" and (parts is None or q["part"] in parts)
+                    and (kind, q["part"], q["question"]) not in done]
             if not todo:
                 continue
             with tempfile.TemporaryDirectory() as tmp:
@@ -83,12 +85,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kinds", default="docs,squad")
     ap.add_argument("--data", type=Path, default=None, help="folder with squad2_dev_half.json (not needed here)")
     ap.add_argument("--n-squad", type=int, default=40)
+    ap.add_argument("--ask", help="the judge's question (JudgePrompt.ask, with {title}, {passage}, {question}); "
+                                  "default: JudgePrompt's")
+    ap.add_argument("--parts", help="comma-separated parts to judge (default: all but off_topic)")
     ap.add_argument("--report", action="store_true", help="only report the records of --out")
     args = ap.parse_args(argv)
     if not args.report:
         if not args.model:
             ap.error("--model is needed unless --report")
-        judge_records(args.model, [k for k in args.kinds.split(",") if k], args.out, args.data, args.n_squad)
+        judge_records(args.model, [k for k in args.kinds.split(",") if k], args.out, args.data, args.n_squad,
+                      args.ask, set(args.parts.split(",")) if args.parts else None)
     for kind, parts in report(args.out).items():
         print(f"{kind:6s} " + "  ".join(f"{p} {v['auc']:.2f} (n {v['n']})" for p, v in parts.items()))
     return 0
