@@ -302,14 +302,16 @@ def render_backend_agreement() -> str:
 
 
 def render_model_cost() -> str:
-    """One row per model of each run of ``benchmarks/model_cost.py``: build, demo question, memory, throughput."""
+    """One row per model of each run of ``benchmarks/model_cost.py`` (a reader pair: model + reader + judge):
+    build, demo question, memory, throughput."""
     rows = ["| results file | model | build | GGUF | demo question | its peak RSS | abstained | sequential q/s (p50) |",
             "|---|---|---:|---:|---:|---:|---|---:|"]
     for name in family("model_cost"):
         for m in result(name)["figures"]["models"]:
             seq = next((r for r in (m.get("throughput") or {}).get("rows", []) if r["concurrency"] == 1), None)
             speed = f"{seq['qps']:.2f} ({seq['p50_s']:.1f} s)" if seq else "-"
-            rows.append(f"| `{rel(RESULTS_DIR / (name + '.json'))}` | `{m['model']}` | {m['build_s']:.1f} s | "
+            model = " + ".join(f"`{x}`" for x in (m["model"], m.get("reader"), m.get("judge")) if x)
+            rows.append(f"| `{rel(RESULTS_DIR / (name + '.json'))}` | {model} | {m['build_s']:.1f} s | "
                         f"{m['gguf_mb']:.0f} MB | {m['demo_s']:.1f} s | {m['demo_peak_rss_mb']} MB | "
                         f"{'yes' if m['demo_abstained'] else 'no'} | {speed} |")
     return "\n".join(rows)

@@ -12,8 +12,12 @@ to a JSONL file (resumable); ``--report`` only reads them::
 
 The files in ``relevance_judge/`` are its records for the 0.5B (docs: answerable, near misses and 8
 noise-only runs, then stopped) and the 1.5B (docs; SQuAD's answerable questions only, then stopped for
-the full trust-suite run). They were written by its first version,
-which built the same prompt bytes by hand and called the model's ``candidate_probs`` directly.
+the full trust-suite run; SQuAD's unanswerable ones added later with ``--parts unanswerable``). They were
+written by its first version, which built the same prompt bytes by hand and called the model's
+``candidate_probs`` directly. ``qwen2.5-coder-1.5b-instruct-strict.jsonl`` is the 1.5B asked a stricter
+question (``--ask``: check each name, number and detail of the question against the passage) on SQuAD's
+answerable and unanswerable questions: AUC 0.81 over its 40 answerable, 0.87 over the 30 the default
+question was asked (against its 0.84): no clear gain on 20 unanswerable questions.
 """
 
 from __future__ import annotations
