@@ -24,14 +24,20 @@ DOCS = {
 }
 
 
-@pytest.mark.slow
-def test_calibrate_writes_beside_the_model_and_chains_use_it(tmp_path: Path, bundled_gguf: Path) -> None:
+def indexed_store(tmp_path: Path) -> Path:
+    """``DOCS`` written to a folder and indexed by ``selfrag index`` into a store under ``tmp_path``."""
     folder = tmp_path / "docs"
     folder.mkdir()
     for name, text in DOCS.items():
         (folder / name).write_text(text)
     store = tmp_path / "store"
     assert selfrag("index", str(folder), "--store", str(store), "--quiet").returncode == 0
+    return store
+
+
+@pytest.mark.slow
+def test_calibrate_writes_beside_the_model_and_chains_use_it(tmp_path: Path, bundled_gguf: Path) -> None:
+    store = indexed_store(tmp_path)
     model = tmp_path / "my-model.gguf"  # a copy: the user's own model file, with no calibration yet
     shutil.copyfile(bundled_gguf, model)
     done = selfrag("calibrate", "--store", str(store), "--model", str(model), "--off-topic", "3", "--json", "--quiet")
@@ -58,12 +64,7 @@ def test_calibrate_writes_beside_the_model_and_chains_use_it(tmp_path: Path, bun
 def test_calibrate_a_reader_pair_writes_beside_the_judge(tmp_path: Path, bundled_gguf: Path, smollm2_gguf: Path) -> None:
     """--reader/--judge: the pair is calibrated and its bars go beside the judge's file, which is where
     a ReaderCriticLM with that judge reads them."""
-    folder = tmp_path / "docs"
-    folder.mkdir()
-    for name, text in DOCS.items():
-        (folder / name).write_text(text)
-    store = tmp_path / "store"
-    assert selfrag("index", str(folder), "--store", str(store), "--quiet").returncode == 0
+    store = indexed_store(tmp_path)
     judge = tmp_path / "judge.gguf"  # a copy, so the shared test model gets no sidecar
     shutil.copyfile(smollm2_gguf, judge)
     done = selfrag("calibrate", "--store", str(store), "--model", str(bundled_gguf), "--reader", str(smollm2_gguf),
