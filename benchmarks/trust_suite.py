@@ -273,7 +273,8 @@ def run_kind(kind: str, split: str, args: argparse.Namespace, lm: Any, out_file:
     except FileNotFoundError as exc:
         print(f"skipping {kind}: {exc}", file=sys.stderr)
         return 0
-    todo = [q for q in questions if (kind, split, q["part"], q["question"]) not in done]
+    todo = [q for q in questions if (kind, split, q["part"], q["question"]) not in done
+            and (not args.parts or q["part"] in args.parts)]
     if not todo:
         return 0
     config = suite_config(args)
@@ -486,10 +487,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--model", help="model file, or a bundled model's name (default: the bundled model)")
     ap.add_argument("--reader", help="a chat model (file or base name) that writes the answers, the model "
                     "critiquing them (langchain_selfrag.lm.reader)")
-    ap.add_argument("--judge", help="with --reader: a chat model (file or base name) whose IsRel replaces the "
+    ap.add_argument("--judge", help="with --reader: a chat model (file or base name) or a relevance head's .json "
+                    "whose IsRel replaces the "
                     "model's (langchain_selfrag.lm.judge); a fitted calibration is the judge's")
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data"),
                     help="folder with squad2_dev_half.json (the squad kind's test part)")
+    ap.add_argument("--parts", type=lambda v: tuple(t for t in v.split(",") if t), default=(),
+                    help="ask only these parts (answerable, near_miss, unanswerable, off_topic, noise_only); "
+                    "a later run into the same --out asks the rest")
     ap.add_argument("--n-squad", type=int, default=150, help="answerable SQuAD questions (unanswerable: half)")
     ap.add_argument("--n-squad-unanswerable", type=int,
                     help="unanswerable SQuAD questions (default: half of --n-squad; the validation part has 348)")
@@ -532,14 +537,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = {"n_threads": args.threads} if args.threads else {}
         lm = load_reflection_lm(model, **options)
         reader = model_path(args.reader) if args.reader else None
-        judge = model_path(args.judge) if args.judge else None
+        judge = (args.judge if args.judge.endswith(".json") else model_path(args.judge)) if args.judge else None
         if args.reader:
-            from langchain_selfrag.lm.judge import RelevanceJudge
+            from langchain_selfrag.graph.context import load_judge
             from langchain_selfrag.lm.reader import ReaderCriticLM
 
             reader_lm = load_reflection_lm(reader, **options)
-            judge_lm = (reader_lm if judge == reader else load_reflection_lm(judge, **options)) if judge else None
-            lm = ReaderCriticLM(lm, reader_lm, judge=RelevanceJudge(judge_lm) if judge_lm else None)
+            judge_of = load_judge(judge, load=lambda path, **o: reader_lm if path == reader else load_reflection_lm(path, **o),
+                                  **options) if judge else None
+            lm = ReaderCriticLM(lm, reader_lm, judge=judge_of)
         (out / "run.json").write_text(json.dumps({"model": model, "reader": reader, "judge": judge,
                                                   "split": args.split,
                                                   "paper": args.paper,

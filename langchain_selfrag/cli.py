@@ -233,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "writes the answers, the model judging them (ReaderCriticLM, docs/models.md)")
     p_ask.add_argument("--judge", help="with --reader: a chat model (file or base name, e.g. "
                        "qwen2.5-coder-1.5b-instruct) asked whether each passage states the answer; its IsRel "
-                       "replaces the model's (RelevanceJudge, docs/models.md)")
+                       "replaces the model's; or a relevance head's .json fitted on such a model (RelevanceJudge, docs/models.md)")
     p_ask.add_argument("--json", action="store_true", help="print one JSON object")
     p_ask.add_argument("--verbose", action="store_true",
                        help="let third-party libraries (transformers, llama.cpp) print their bars, warnings and logs")

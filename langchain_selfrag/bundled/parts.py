@@ -82,6 +82,18 @@ def _stamp(path: Path) -> dict:
     return {"path": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
+def file_sha256(path: Path, *, progress: bool = True) -> str:
+    """``path``'s sha256, read from its verification record when it is unchanged since, else hashed."""
+    path = Path(path)
+    try:
+        record = json.loads(_marker(path).read_text())
+        if {k: record.get(k) for k in ("path", "size", "mtime_ns")} == _stamp(path) and record.get("sha256"):
+            return record["sha256"]
+    except (OSError, ValueError):
+        pass
+    return _sha256(path, progress=progress, what=f"hashing {path.name}")
+
+
 def verify_file(base: PartsBase, path: Path, *, progress: bool = True) -> Path:
     """``path`` when it is ``base``'s file (size and sha256; a file verified before and unchanged since
     is not hashed again); else a :class:`BundleError` naming what is wrong."""

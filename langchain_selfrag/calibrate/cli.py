@@ -130,8 +130,8 @@ def register(sub: Any) -> None:
                                    "bundled model)")
     p.add_argument("--reader", help="a chat model (file or base name) that writes the answers --model judges; "
                                      "the pair is calibrated (see selfrag ask --reader)")
-    p.add_argument("--judge", help="with --reader: a chat model (file or base name) that judges relevance; the bars "
-                                    "are written beside its file (see selfrag ask --judge)")
+    p.add_argument("--judge", help="with --reader: a chat model (file or base name) that judges relevance, or a "
+                                    "relevance head's .json; the bars are written beside that file (see selfrag ask --judge)")
     p.add_argument("--questions", metavar="FILE",
                    help="labelled questions, JSONL {question, kind?, answers?, source?}; default: generated from the store")
     p.add_argument("--answerable", type=int, default=40, help="generated answerable questions at most")

@@ -68,7 +68,7 @@ class ServerContext(TypedDict, total=False):
     ``reader``: a chat model (file or base name) that writes the answers ``model`` judges
     (:class:`~langchain_selfrag.lm.reader.ReaderCriticLM`; default: none, ``model`` writes them);
     ``judge``: with ``reader``, a chat model (file or base name) whose IsRel replaces ``model``'s
-    (:class:`~langchain_selfrag.lm.judge.RelevanceJudge`);
+    (:class:`~langchain_selfrag.lm.judge.RelevanceJudge`), or a relevance head's ``.json`` (:func:`load_judge`);
     ``store``: Chroma store folder (default: ``$SELFRAG_STORE`` or ``.selfrag/store``);
     ``chroma_url``: a Chroma server, ``http[s]://HOST[:PORT]``, instead of a folder (default:
     ``$SELFRAG_CHROMA_URL``). Give ``store`` or ``chroma_url``, not both.
@@ -206,11 +206,27 @@ def default_pair(model: str | None, reader: str, judge: str | None = None) -> An
     ``reader`` (:class:`~langchain_selfrag.lm.reader.ReaderCriticLM`), with the chat model at ``judge``
     judging relevance when given (:class:`~langchain_selfrag.lm.judge.RelevanceJudge`); each as
     :func:`default_lm` loads it (a judge that is the reader is loaded once)."""
-    from ..lm.judge import RelevanceJudge
     from ..lm.reader import ReaderCriticLM
 
     return ReaderCriticLM(default_lm(model), default_lm(reader),
-                          judge=RelevanceJudge(default_lm(judge)) if judge else None)
+                          judge=load_judge(judge, load=lambda path, **_: default_lm(path)) if judge else None)
+
+
+def load_judge(judge: str, *, load: Any = None, **options: Any) -> Any:
+    """The :class:`~langchain_selfrag.lm.judge.RelevanceJudge` that ``judge`` names: a relevance head's
+    ``.json`` file (on the model it was fitted on, by its name), else a chat model (a file or a base's
+    name) loaded by ``load`` (:func:`~langchain_selfrag.lm.load_reflection_lm`); ``options`` go to the model."""
+    from ..lm import ReflectionLMError, load_reflection_lm
+    from ..lm.judge import RelevanceJudge
+    from ..lm.relevance_head import RelevanceHead, RelevanceHeadError
+
+    try:
+        if judge.endswith(".json"):
+            head = RelevanceHead.load(judge)
+            return RelevanceJudge.from_head(judge, model_path(head.model_name), **options)
+        return RelevanceJudge((load or load_reflection_lm)(model_path(judge), **options))
+    except (RelevanceHeadError, ReflectionLMError, OSError) as exc:
+        raise ModelLoadError(f"could not load judge {judge!r}: {exc}") from exc
 
 
 def default_store(store: str | None = None, *, chroma_url: str | None = None) -> Any:

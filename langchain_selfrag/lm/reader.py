@@ -101,9 +101,12 @@ class ReaderCriticLM:
 
     def close(self) -> None:
         """Close the models (and their schedulers), each once."""
-        schedulers = [self.reader, self.critic] + ([self.judge.lm] if self.judge is not None else [])
+        plain_judge = self.judge is not None and self.judge.head is None
+        schedulers = [self.reader, self.critic] + ([self.judge.lm] if plain_judge else [])
         for scheduler in {id(s): s for s in schedulers}.values():
             scheduler.close(close_model=True)
+        if self.judge is not None and not plain_judge:
+            self.judge.close()
 
     def candidate_probs(self, prompts: Sequence[str], candidates: Sequence[str]) -> list[dict[str, float]]:
         """The critic's probabilities; IsRel of prompts that end with a passage from the judge, when there is one."""

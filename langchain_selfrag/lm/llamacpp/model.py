@@ -5,21 +5,18 @@ See :mod:`langchain_selfrag.lm.llamacpp` for how prompts are decoded together.
 
 from __future__ import annotations
 
-import logging
 import os
 import weakref
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..base import ReflectionLMBase
-from ..protocol import ReflectionLMError
 from ..stopping import stop_hooks
 from .batching import BatchRun, SequenceStep
 from .layout import Entry, continuation_tree, log_softmax_at, plan_groups, tree_logprob
-from .native import NativeCalls, NativeHandles, check_binding_version, default_threads, set_fields
+from .native import NativeCalls, NativeHandles, apply_options, default_threads, open_binding
 
 
 class LlamaCppReflectionLM(NativeCalls, ReflectionLMBase):
@@ -49,18 +46,7 @@ class LlamaCppReflectionLM(NativeCalls, ReflectionLMBase):
         verbose: bool = False,
         **llama_kwargs: Any,
     ) -> None:
-        try:
-            import llama_cpp
-            from llama_cpp import llama_cpp as lib
-        except ImportError as exc:  # pragma: no cover - depends on the install
-            raise ReflectionLMError("llama-cpp-python is not installed: pip install 'langchain-selfrag[llamacpp]'") from exc
-        check_binding_version(llama_cpp.__version__)
-        path = Path(model_path)
-        if not path.is_file():
-            raise ReflectionLMError(f"GGUF file not found: {path}")
-        # llama-cpp-python routes llama.cpp's log through this logger (as Llama(verbose=...) does).
-        logging.getLogger("llama-cpp-python").setLevel(logging.DEBUG if verbose else logging.ERROR)
-        lib.llama_backend_init()
+        lib, path = open_binding(model_path, verbose)
         threads = n_threads or default_threads()
         model_params = lib.llama_model_default_params()
         model_params.n_gpu_layers = 0x7FFFFFFF if n_gpu_layers == -1 else n_gpu_layers
@@ -72,11 +58,7 @@ class LlamaCppReflectionLM(NativeCalls, ReflectionLMBase):
         ctx_params.kv_unified = True
         ctx_params.flash_attn_type = lib.LLAMA_FLASH_ATTN_TYPE_DISABLED  # as Llama(flash_attn=False)
         ctx_params.no_perf = True
-        options = dict(llama_kwargs)
-        set_fields(model_params, options)
-        set_fields(ctx_params, options)
-        if options:
-            raise TypeError(f"unknown llama.cpp options: {', '.join(sorted(options))}")
+        apply_options(model_params, ctx_params, llama_kwargs)
         self._native = native = NativeHandles(lib, path, model_params, ctx_params)
         # Free the llama.cpp objects at interpreter exit while llama_cpp's module globals still exist;
         # left to garbage collection during teardown they can meet half-destroyed modules.

@@ -8,6 +8,7 @@ chunks, logits rows), read through ``self._lib`` and ``self._native``.
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -56,6 +57,33 @@ def set_fields(params: ctypes.Structure, options: dict[str, Any]) -> None:
     names = {name for name, _ in type(params)._fields_}
     for key in [k for k in options if k in names]:
         setattr(params, key, options.pop(key))
+
+
+def open_binding(model_path: str | os.PathLike, verbose: bool) -> tuple[Any, Path]:
+    """llama.cpp's C binding (a tested release) initialised, and ``model_path`` checked to be a file;
+    llama.cpp's log goes to the ``llama-cpp-python`` logger (DEBUG when ``verbose``, else ERROR)."""
+    try:
+        import llama_cpp
+        from llama_cpp import llama_cpp as lib
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise ReflectionLMError("llama-cpp-python is not installed: pip install 'langchain-selfrag[llamacpp]'") from exc
+    check_binding_version(llama_cpp.__version__)
+    path = Path(model_path)
+    if not path.is_file():
+        raise ReflectionLMError(f"GGUF file not found: {path}")
+    # llama-cpp-python routes llama.cpp's log through this logger (as Llama(verbose=...) does).
+    logging.getLogger("llama-cpp-python").setLevel(logging.DEBUG if verbose else logging.ERROR)
+    lib.llama_backend_init()
+    return lib, path
+
+
+def apply_options(model_params: ctypes.Structure, context_params: ctypes.Structure, options: dict[str, Any]) -> None:
+    """Set the fields of llama.cpp's model and context parameters named in ``options``; TypeError for others."""
+    options = dict(options)
+    set_fields(model_params, options)
+    set_fields(context_params, options)
+    if options:
+        raise TypeError(f"unknown llama.cpp options: {', '.join(sorted(options))}")
 
 
 class NativeHandles:
