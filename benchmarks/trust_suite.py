@@ -537,7 +537,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = {"n_threads": args.threads} if args.threads else {}
         lm = load_reflection_lm(model, **options)
         reader = model_path(args.reader) if args.reader else None
-        judge = (args.judge if args.judge.endswith(".json") else model_path(args.judge)) if args.judge else None
+        judge = model_path(args.judge) if args.judge else None  # a head's .json stays a path
         if args.reader:
             from langchain_selfrag.graph.context import load_judge
             from langchain_selfrag.lm.reader import ReaderCriticLM

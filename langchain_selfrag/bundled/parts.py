@@ -82,16 +82,21 @@ def _stamp(path: Path) -> dict:
     return {"path": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
+def _recorded_sha256(path: Path) -> str | None:
+    """The sha256 of ``path``'s verification record when the file is unchanged since, else None."""
+    try:
+        record = json.loads(_marker(path).read_text())
+        if {k: record.get(k) for k in ("path", "size", "mtime_ns")} == _stamp(path):
+            return record.get("sha256") or None
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def file_sha256(path: Path, *, progress: bool = True) -> str:
     """``path``'s sha256, read from its verification record when it is unchanged since, else hashed."""
     path = Path(path)
-    try:
-        record = json.loads(_marker(path).read_text())
-        if {k: record.get(k) for k in ("path", "size", "mtime_ns")} == _stamp(path) and record.get("sha256"):
-            return record["sha256"]
-    except (OSError, ValueError):
-        pass
-    return _sha256(path, progress=progress, what=f"hashing {path.name}")
+    return _recorded_sha256(path) or _sha256(path, progress=progress, what=f"hashing {path.name}")
 
 
 def verify_file(base: PartsBase, path: Path, *, progress: bool = True) -> Path:
@@ -100,13 +105,10 @@ def verify_file(base: PartsBase, path: Path, *, progress: bool = True) -> Path:
     path = Path(path)
     if not path.is_file():
         raise BundleError(f"{base.name}: no file at {path}")
+    if _recorded_sha256(path) == base.sha256:
+        return path
     marker = _marker(path)
     stamp = _stamp(path) | {"sha256": base.sha256}
-    try:
-        if json.loads(marker.read_text()) == stamp:
-            return path
-    except (OSError, ValueError):
-        pass
     if stamp["size"] != base.size:
         raise BundleError(f"{path} has {stamp['size']:,} bytes, not the {base.size:,} of {base.name}")
     found = _sha256(path, progress=progress, what=f"checking {path.name}")

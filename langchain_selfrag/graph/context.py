@@ -223,7 +223,7 @@ def load_judge(judge: str, *, load: Any = None, **options: Any) -> Any:
     try:
         if judge.endswith(".json"):
             head = RelevanceHead.load(judge)
-            return RelevanceJudge.from_head(judge, model_path(head.model_name), **options)
+            return RelevanceJudge.from_head(judge, model_path(head.model_name), head=head, **options)
         return RelevanceJudge((load or load_reflection_lm)(model_path(judge), **options))
     except (RelevanceHeadError, ReflectionLMError, OSError) as exc:
         raise ModelLoadError(f"could not load judge {judge!r}: {exc}") from exc

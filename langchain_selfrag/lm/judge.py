@@ -79,13 +79,15 @@ class RelevanceJudge:
         self.prompt = prompt or JudgePrompt(ask=head.ask, system=head.system)
 
     @classmethod
-    def from_head(cls, head_path: str | os.PathLike, model_path: str | os.PathLike, **options: Any) -> RelevanceJudge:
+    def from_head(cls, head_path: str | os.PathLike, model_path: str | os.PathLike, *, head: RelevanceHead | None = None,
+                  **options: Any) -> RelevanceJudge:
         """The judge of the head in ``head_path`` on the GGUF at ``model_path``, which must be the file the
-        head was fitted on (checked by sha256); ``options`` go to the hidden-state model (``n_threads``...)."""
+        head was fitted on (checked by sha256); ``head``: that file already read; ``options`` go to the
+        hidden-state model (``n_threads``...)."""
         from ..bundled.parts import file_sha256
         from .llamacpp.hidden import LlamaCppHiddenStates
 
-        head = RelevanceHead.load(head_path)
+        head = head or RelevanceHead.load(head_path)
         found = file_sha256(Path(model_path), progress=False)
         if found != head.model_sha256:
             raise RelevanceHeadError(f"{head_path} was fitted on {head.model_name} (sha256 {head.model_sha256[:12]}...); "
