@@ -9,7 +9,10 @@ an adapter folder (a candidate, built the same way). For each one:
 * ``demo_s``, ``demo_peak_rss_mb``, ``demo_answer``: ``selfrag ask QUESTION`` in a fresh process over the
   demo corpus (``examples/corpus``, indexed once into a temporary Chroma store), wall time and the
   child's peak resident memory, model load included;
-* ``throughput``: ``benchmarks/throughput.py`` on the same corpus (sequential and ``--concurrency``).
+* ``throughput``: ``benchmarks/throughput.py`` on the same corpus (sequential and ``--concurrency``);
+* with ``--breakdown``, ``demo_model_s``: the same question asked once more in this process, models loaded
+  first, and the seconds each model computed for it (``model``; a reader pair's ``critic``, ``reader`` and
+  ``judge``), with ``ask_s``, the whole answer: where a pair's time goes.
 
 With ``--reader`` (and ``--judge``) each model is measured twice: alone, and critiquing the answers of
 that chat model (the reader pair of ``selfrag ask --reader/--judge``; the chat models' files are found
@@ -31,6 +34,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -79,6 +83,48 @@ def pair_flags(reader: str | None, judge: str | None) -> list[str]:
     return (["--reader", reader] if reader else []) + (["--judge", judge] if reader and judge else [])
 
 
+def model_seconds(gguf: Path, store: Path, question: str, reader: str | None = None,
+                  judge: str | None = None) -> dict[str, float]:
+    """Seconds each model computes to answer ``question`` over ``store`` in this process (loading not
+    counted), and ``ask_s``, the whole answer."""
+    from langchain_selfrag import SelfRAGChain
+    from langchain_selfrag.graph.context import default_lm, default_pair
+    from langchain_selfrag.lm.scheduler import unwrap
+    from langchain_selfrag.retrieval import open_store
+
+    lm = default_pair(str(gguf), reader, judge) if reader else default_lm(str(gguf))
+    inner = unwrap(lm)
+    roles = {"critic": inner.critic, "reader": inner.reader} if reader else {"model": inner}
+    if reader and judge:
+        roles["judge"] = inner.judge.lm
+    names: dict[int, str] = {}
+    for role, m in roles.items():  # a model in two roles (a reader that also judges) is one entry
+        names[id(m)] = f"{names[id(m)]}+{role}" if id(m) in names else role
+    seconds = dict.fromkeys(names.values(), 0.0)
+
+    def timed(m: Any, method: str) -> None:
+        call = getattr(m, method)
+
+        def wrapper(*a: Any, **kw: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return call(*a, **kw)
+            finally:
+                seconds[names[id(m)]] += time.perf_counter() - start
+
+        setattr(m, method, wrapper)
+
+    for m in {id(m): m for m in roles.values()}.values():
+        timed(m, "generate")
+        timed(m, "candidate_probs")
+    start = time.perf_counter()
+    SelfRAGChain(lm, open_store(store)).invoke(question)
+    ask_s = time.perf_counter() - start
+    inner.close()
+    default_pair.cache_clear()  # it keeps the pair it loaded, closed here (default_lm loads a closed model again)
+    return {**{k: round(v, 2) for k, v in seconds.items()}, "ask_s": round(ask_s, 2)}
+
+
 def measure(model: str, built: tuple[Path, float], store: Path, args, env: dict[str, str],
             reader: str | None = None, judge: str | None = None) -> dict:
     gguf, build_s = built
@@ -91,6 +137,8 @@ def measure(model: str, built: tuple[Path, float], store: Path, args, env: dict[
            "build_s": round(build_s, 1), "gguf_mb": round(gguf.stat().st_size / 1e6, 1),
            "demo_s": round(seconds, 2), "demo_peak_rss_mb": round(rss), "demo_answer": answer.get("answer"),
            "demo_abstained": answer.get("abstained"), "demo_citations": answer.get("citations")}
+    if args.breakdown:
+        row["demo_model_s"] = model_seconds(gguf, store, args.question, reader, judge if reader else None)
     if args.throughput_queries:
         with tempfile.TemporaryDirectory() as tmp:
             result = Path(tmp) / "t.json"
@@ -111,6 +159,8 @@ def main(argv=None) -> int:
     ap.add_argument("--corpus", default=str(CORPUS))
     ap.add_argument("--throughput-queries", type=int, default=8, help="0: skip the throughput benchmark")
     ap.add_argument("--concurrency", default="4")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="also ask the question in this process and time each model (demo_model_s)")
     ap.add_argument("--json", help="write the results file here (benchmarks/record.py)")
     args = ap.parse_args(argv)
     if args.judge and not args.reader:

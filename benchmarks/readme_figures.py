@@ -301,11 +301,20 @@ def render_backend_agreement() -> str:
     return "\n".join(rows)
 
 
+def model_seconds(split: dict[str, float] | None) -> str:
+    """``critic 9.2 s, reader 15.7 s ... (46.8 s)``: a ``demo_model_s`` figure, or ``-``."""
+    if not split:
+        return "-"
+    parts = ", ".join(f"{role} {s:.1f} s" for role, s in split.items() if role != "ask_s")
+    return f"{parts} (of {split['ask_s']:.1f} s)"
+
+
 def render_model_cost() -> str:
     """One row per model of each run of ``benchmarks/model_cost.py`` (a reader pair: model + reader + judge):
-    build, demo question, memory, throughput."""
-    rows = ["| results file | model | build | GGUF | demo question | its peak RSS | abstained | sequential q/s (p50) |",
-            "|---|---|---:|---:|---:|---:|---|---:|"]
+    build, demo question, memory, throughput, and where the demo question's time goes (``--breakdown``)."""
+    rows = ["| results file | model | build | GGUF | demo question | its peak RSS | abstained | sequential q/s (p50) "
+            "| asked again, loaded: seconds per model |",
+            "|---|---|---:|---:|---:|---:|---|---:|---|"]
     for name in family("model_cost"):
         for m in result(name)["figures"]["models"]:
             seq = next((r for r in (m.get("throughput") or {}).get("rows", []) if r["concurrency"] == 1), None)
@@ -313,7 +322,7 @@ def render_model_cost() -> str:
             model = " + ".join(f"`{x}`" for x in (m["model"], m.get("reader"), m.get("judge")) if x)
             rows.append(f"| `{rel(RESULTS_DIR / (name + '.json'))}` | {model} | {m['build_s']:.1f} s | "
                         f"{m['gguf_mb']:.0f} MB | {m['demo_s']:.1f} s | {m['demo_peak_rss_mb']} MB | "
-                        f"{'yes' if m['demo_abstained'] else 'no'} | {speed} |")
+                        f"{'yes' if m['demo_abstained'] else 'no'} | {speed} | {model_seconds(m.get('demo_model_s'))} |")
     return "\n".join(rows)
 
 

@@ -186,9 +186,18 @@ def model_path(model: str | None) -> str:
     return model
 
 
-@functools.lru_cache(maxsize=4)
 def default_lm(model: str | None = None) -> Any:
-    """Load (once per path) the reflection LM at ``model`` (see :func:`model_path`), or the default model."""
+    """Load (once per path) the reflection LM at ``model`` (see :func:`model_path`), or the default model;
+    one its user has closed since (``close()``) is loaded again. ``default_lm.cache_clear()`` forgets them all."""
+    lm = _loaded_lm(model)
+    if getattr(lm, "closed", False):
+        _loaded_lm.cache_clear()
+        lm = _loaded_lm(model)
+    return lm
+
+
+@functools.lru_cache(maxsize=4)
+def _loaded_lm(model: str | None) -> Any:
     from ..lm import ReflectionLMError, load_reflection_lm
 
     path = model_path(model)
@@ -198,6 +207,9 @@ def default_lm(model: str | None = None) -> Any:
         raise ModelLoadError(f"could not load model {path!r}: {exc}") from exc
     log.info("reflection LM loaded from %s", path)
     return lm
+
+
+default_lm.cache_clear = _loaded_lm.cache_clear  # type: ignore[attr-defined]
 
 
 @functools.lru_cache(maxsize=4)

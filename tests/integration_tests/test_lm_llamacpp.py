@@ -218,3 +218,27 @@ def test_reflection_strings_written_by_a_base_model_are_scored_on_its_own_tokens
     want_use = llama._candidate_probs_ids([context], T.GROUPS[T.Kind.ISUSE])[0]
     assert gen.reflections[1].probs == pytest.approx(want_use, rel=1e-6)
     assert 0 < sum(gen.reflections[1].probs.values()) <= 1.0 + 1e-6
+
+
+def test_a_closed_model_says_so_and_default_lm_loads_it_again(smollm2_gguf):
+    from langchain_selfrag.graph.context import default_lm
+    from langchain_selfrag.lm.llamacpp.hidden import LlamaCppHiddenStates
+
+    default_lm.cache_clear()
+    try:
+        lm = default_lm(str(smollm2_gguf))
+        assert default_lm(str(smollm2_gguf)) is lm and not lm.closed
+        lm.close()
+        assert lm.closed
+        for call in (lambda: lm.tokenize("Hamlet", add_bos=False), lambda: lm.context_length,
+                     lambda: lm.candidate_probs([QUESTION], ["Yes"])):
+            with pytest.raises(ReflectionLMError, match="was closed"):  # not a crash inside llama.cpp
+                call()
+        again = default_lm(str(smollm2_gguf))
+        assert again is not lm and again.tokenize("Hamlet", add_bos=False)
+    finally:
+        default_lm.cache_clear()
+    states = LlamaCppHiddenStates(smollm2_gguf, n_ctx=256)
+    states.close()
+    with pytest.raises(ReflectionLMError, match="was closed"):
+        states.last_hidden(["Hamlet"])

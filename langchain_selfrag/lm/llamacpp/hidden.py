@@ -40,7 +40,7 @@ class LlamaCppHiddenStates(NativeCalls):
         ctx_params.flash_attn_type = lib.LLAMA_FLASH_ATTN_TYPE_DISABLED
         ctx_params.no_perf = True
         apply_options(model_params, ctx_params, llama_kwargs)
-        self._native = native = NativeHandles(lib, path, model_params, ctx_params)
+        self._handles = native = NativeHandles(lib, path, model_params, ctx_params)
         self._finalizer = weakref.finalize(self, native.close)
         self._lib = lib
         self._lock = threading.Lock()

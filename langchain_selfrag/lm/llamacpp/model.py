@@ -59,7 +59,7 @@ class LlamaCppReflectionLM(NativeCalls, ReflectionLMBase):
         ctx_params.flash_attn_type = lib.LLAMA_FLASH_ATTN_TYPE_DISABLED  # as Llama(flash_attn=False)
         ctx_params.no_perf = True
         apply_options(model_params, ctx_params, llama_kwargs)
-        self._native = native = NativeHandles(lib, path, model_params, ctx_params)
+        self._handles = native = NativeHandles(lib, path, model_params, ctx_params)
         # Free the llama.cpp objects at interpreter exit while llama_cpp's module globals still exist;
         # left to garbage collection during teardown they can meet half-destroyed modules.
         self._finalizer = weakref.finalize(self, native.close)

@@ -125,9 +125,21 @@ class NativeHandles:
 class NativeCalls:
     """Tokenizer and low-level decoding through llama.cpp's C API (mixed into the LM).
 
-    Reads ``_lib``, ``_native``, ``n_vocab``, ``context_length`` and keeps ``_cached`` (the tokens
+    Reads ``_lib``, ``_handles``, ``n_vocab``, ``context_length`` and keeps ``_cached`` (the tokens
     sequence 0 holds) and ``_last_logits`` of the LM.
     """
+
+    @property
+    def closed(self) -> bool:
+        """The llama.cpp objects were freed (``close()``); the model cannot be called again."""
+        return self._handles.model is None
+
+    @property
+    def _native(self) -> NativeHandles:
+        """The llama.cpp handles; a clear error once they were freed, not a crash inside llama.cpp."""
+        if self.closed:
+            raise ReflectionLMError(f"{self.model_path} was closed: load it again to use it")
+        return self._handles
 
     def tokenize(self, text: str, *, add_bos: bool) -> list[int]:
         lib, data = self._lib, text.encode("utf-8")
