@@ -120,8 +120,7 @@ def model_seconds(gguf: Path, store: Path, question: str, reader: str | None = N
     start = time.perf_counter()
     SelfRAGChain(lm, open_store(store)).invoke(question)
     ask_s = time.perf_counter() - start
-    inner.close()
-    default_pair.cache_clear()  # it keeps the pair it loaded, closed here (default_lm loads a closed model again)
+    inner.close()  # default_lm and default_pair load a closed model again
     return {**{k: round(v, 2) for k, v in seconds.items()}, "ask_s": round(ask_s, 2)}
 
 

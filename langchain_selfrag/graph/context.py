@@ -212,16 +212,28 @@ def _loaded_lm(model: str | None) -> Any:
 default_lm.cache_clear = _loaded_lm.cache_clear  # type: ignore[attr-defined]
 
 
-@functools.lru_cache(maxsize=4)
 def default_pair(model: str | None, reader: str, judge: str | None = None) -> Any:
     """Load (once per pair) the reflection LM at ``model`` judging the answers of the chat model at
     ``reader`` (:class:`~langchain_selfrag.lm.reader.ReaderCriticLM`), with the chat model at ``judge``
     judging relevance when given (:class:`~langchain_selfrag.lm.judge.RelevanceJudge`); each as
-    :func:`default_lm` loads it (a judge that is the reader is loaded once)."""
+    :func:`default_lm` loads it (a judge that is the reader is loaded once). A pair closed since is
+    loaded again; ``default_pair.cache_clear()`` forgets them all."""
+    pair = _loaded_pair(model, reader, judge)
+    if pair.closed:
+        _loaded_pair.cache_clear()
+        pair = _loaded_pair(model, reader, judge)
+    return pair
+
+
+@functools.lru_cache(maxsize=4)
+def _loaded_pair(model: str | None, reader: str, judge: str | None) -> Any:
     from ..lm.reader import ReaderCriticLM
 
     return ReaderCriticLM(default_lm(model), default_lm(reader),
                           judge=load_judge(judge, load=lambda path, **_: default_lm(path)) if judge else None)
+
+
+default_pair.cache_clear = _loaded_pair.cache_clear  # type: ignore[attr-defined]
 
 
 def load_judge(judge: str, *, load: Any = None, **options: Any) -> Any:

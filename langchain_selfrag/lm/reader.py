@@ -35,7 +35,7 @@ from .. import tokens as T
 from .chat import ChatPrompt, ReaderTurn, chat_safe, chatml, split_selfrag_prompt
 from .judge import RelevanceJudge
 from .protocol import Generation, ReflectionLMError, ReflectionPoint, TokenCallback
-from .scheduler import scheduler_for
+from .scheduler import scheduler_for, unwrap
 
 __all__ = ["ReaderCriticLM", "ReaderPrompt", "ReaderTurn", "chat_safe", "chatml", "split_selfrag_prompt"]
 
@@ -98,6 +98,12 @@ class ReaderCriticLM:
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.critic.decode(ids)
+
+    @property
+    def closed(self) -> bool:
+        """A model of the pair was closed (``close()``): the pair cannot answer again."""
+        models = [self.critic, self.reader] + ([self.judge.lm] if self.judge is not None else [])
+        return any(getattr(unwrap(m), "closed", False) for m in models)
 
     def close(self) -> None:
         """Close the models (and their schedulers), each once."""

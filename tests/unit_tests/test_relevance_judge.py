@@ -107,3 +107,27 @@ def test_a_graph_context_names_its_judge(monkeypatch) -> None:
             context.resolve_context({"model": "critic.gguf", "judge": "reader.gguf", "retriever": lambda q: []})
     finally:
         context.default_pair.cache_clear()
+
+
+def test_a_closed_pair_is_loaded_again(monkeypatch) -> None:
+    from langchain_selfrag.graph import context
+
+    loaded: list = []
+
+    def load(path):
+        model = ScriptedCritic() if path == "critic.gguf" else ScriptedReader()
+        model.closed = False
+        loaded.append(model)
+        return model
+
+    monkeypatch.setattr(context, "default_lm", load)
+    context.default_pair.cache_clear()
+    try:
+        pair = context.default_pair("critic.gguf", "reader.gguf", "reader.gguf")
+        assert context.default_pair("critic.gguf", "reader.gguf", "reader.gguf") is pair and not pair.closed
+        loaded[1].closed = True  # the reader's model, closed by its user
+        assert pair.closed
+        again = context.default_pair("critic.gguf", "reader.gguf", "reader.gguf")
+        assert again is not pair and not again.closed and len(loaded) == 6
+    finally:
+        context.default_pair.cache_clear()
