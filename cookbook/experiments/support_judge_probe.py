@@ -8,11 +8,11 @@ share is the candidate's IsSup). The run's passages are retrieved again as the s
 (each checked against the source the run recorded), so no question is asked of the chain again.
 
 :func:`replay` then chooses bars on the validation run and applies them to the test run, the suite's
-rule: a candidate's score is the chain's ``p(y) + IsRel + IsSup + 0.5 IsUse`` (``p(y)`` recovered from
-the recorded score), the answer is the best candidate, and the chain abstains when the best IsRel is
-below the IsRel bar or the answer's IsSup is below the IsSup bar. ``plain`` is the run as it was (v4's
-IsSup, IsRel bar only: it reproduces the run's own counts); ``support`` is the judge's IsSup, both bars
-fitted::
+rule: a candidate's score is the chain's ``p(y) + IsRel + IsSup + 0.5 IsUse`` (``scoring.segment_score``;
+``p(y)`` recovered from the recorded score), the answer is the best candidate, and the chain abstains by
+its own rule (``graph.nodes.abstain.evidence_reason``: the best IsRel below the IsRel bar, or the answer's
+IsSup below the IsSup bar). ``critic`` is the run as it was (v4's IsSup, IsRel bar only: it reproduces
+the run's own counts); ``judge`` is the judge's IsSup, both bars fitted::
 
     python -m cookbook.experiments.support_judge_probe --run runs/trust/rcj-val-ds --kinds squad \\
         --parts answerable,unanswerable --out cookbook/experiments/support_judge/rcj-val-ds.jsonl
@@ -39,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import trust_suite as TS
+from langchain_selfrag.graph.nodes.abstain import evidence_reason
+from langchain_selfrag.scoring import segment_score
 
 ASKS = {
     "nli": "Passage ({title}):\n{passage}\n\nStatement: {answer}\n\nIs the statement supported by the passage? "
@@ -51,20 +53,25 @@ IS_SUP_BARS = (0.0, 0.3, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95)
 
 
 def support_prompt(ask: str, title: str, passage: str, question: str, answer: str) -> str:
-    """The judge's ChatML prompt asking whether ``answer`` is supported by the passage."""
-    from langchain_selfrag.lm.chat import chat_safe, chatml
+    """The judge's prompt (the judge's chat layout and system turn) asking whether ``answer`` is supported
+    by the passage."""
+    from langchain_selfrag.lm.chat import chat_safe
+    from langchain_selfrag.lm.judge import JudgePrompt
 
+    layout = JudgePrompt()
     user = ask.format(title=chat_safe(title), passage=chat_safe(passage), question=chat_safe(question),
                       answer=chat_safe(answer))
-    return chatml("You are a helpful assistant.", user, "")
+    return layout.chat(layout.system, user, "")
 
 
 def judge_records(run: Path, kinds: Sequence[str], parts: set[str], out: Path, model: str, asks: Sequence[str],
                   data: Path | None) -> None:
     """Append one record per question of ``run`` (of these kinds and parts): each candidate's ``Yes`` share
     for each ask, or None for a candidate without a passage."""
+    from langchain_selfrag import tokens as T
     from langchain_selfrag.graph.context import model_path
     from langchain_selfrag.lm import load_reflection_lm
+    from langchain_selfrag.lm.judge import isrel_from_answer
     from langchain_selfrag.retrieval import open_store
 
     info = json.loads((run / "run.json").read_text())
@@ -103,7 +110,7 @@ def judge_records(run: Path, kinds: Sequence[str], parts: set[str], out: Path, m
                         prompts = [support_prompt(ASKS[a], Path(TS.source_of(doc)).stem, doc.page_content,
                                                   r["question"], t.get("answer") or "") for a in asks]
                         probs = lm.candidate_probs(prompts, ["Yes", "No"])
-                        support.append({a: p["Yes"] / max(p["Yes"] + p["No"], 1e-12) for a, p in zip(asks, probs)})
+                        support.append({a: isrel_from_answer(p["Yes"], p["No"])[T.RELEVANT] for a, p in zip(asks, probs)})
                     fh.write(json.dumps({"kind": kind, "part": r["part"], "question": r["question"],
                                          "support": support}) + "\n")
                     fh.flush()
@@ -125,11 +132,16 @@ def candidates(run_records: Iterable[Mapping[str, Any]], support_records: Iterab
         for t, sup in zip(r["trace"], s["support"]):
             if sup is None or t.get("isrel") is None:
                 continue
-            seq = t["score"] - t["isrel"] - t["issup"] - 0.5 * t["isuse"]
+            seq = t["score"] - segment_score(0.0, t["isrel"], t["issup"], t["isuse"])
             cands.append({"isrel": t["isrel"], "critic": t["issup"], "judge": sup[ask], "isuse": t["isuse"],
                           "seq": seq, "right": TS.answer_right(r, *TS.candidate_given(t))})
         rows.append((s["kind"], s["part"], cands))
     return rows
+
+
+def score(cand: Mapping[str, Any], source: str) -> float:
+    """The chain's segment score of a candidate with IsSup from ``source``."""
+    return segment_score(cand["seq"], cand["isrel"], cand[source], cand["isuse"])
 
 
 def handled(rows: Sequence[tuple[str, str, list[dict[str, Any]]]], isrel: float, issup: float,
@@ -141,8 +153,10 @@ def handled(rows: Sequence[tuple[str, str, list[dict[str, Any]]]], isrel: float,
         if not cands:
             ok = part != "answerable"
         else:
-            chosen = max(cands, key=lambda c: c["seq"] + c["isrel"] + c[source] + 0.5 * c["isuse"])
-            abstains = max(c["isrel"] for c in cands) < isrel or chosen[source] < issup
+            trace = [{"passage": i, "isrel": c["isrel"], "issup": c[source]} for i, c in enumerate(cands)]
+            best = max(range(len(cands)), key=lambda i: score(cands[i], source))
+            abstains = evidence_reason(trace, [trace[best]], isrel, issup) is not None
+            chosen = cands[best]
             ok = (not abstains and chosen["right"]) if part == "answerable" else abstains
         out.setdefault(f"{kind}/{part}", []).append(ok)
     return out
@@ -185,7 +199,7 @@ def aucs(rows: Sequence[tuple[str, str, list]]) -> dict[str, float]:
         got = [(part == "answerable", cands) for k, part, cands in rows if k == kind and cands]
         labels = [a for a, _ in got]
         best = [max(c["isrel"] for c in cands) for _, cands in got]
-        chosen = [max(cands, key=lambda c: c["seq"] + c["isrel"] + c["judge"] + 0.5 * c["isuse"]) for _, cands in got]
+        chosen = [max(cands, key=lambda c: score(c, "judge")) for _, cands in got]
         out[f"{kind} best IsRel"] = round(roc_auc(best, labels), 3)
         out[f"{kind} chosen IsRel x judge IsSup"] = round(roc_auc([c["isrel"] * c["judge"] for c in chosen], labels), 3)
     return out

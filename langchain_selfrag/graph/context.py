@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, TypedDict
 
@@ -186,18 +186,27 @@ def model_path(model: str | None) -> str:
     return model
 
 
+def _cached_until_closed(load: Callable[..., Any]) -> Callable[..., Any]:
+    """``load`` cached per arguments (4 entries), loaded again when what it gave was closed since
+    (``closed``: its user called ``close()``); ``.cache_clear()`` forgets them all."""
+    cached = functools.lru_cache(maxsize=4)(load)
+
+    @functools.wraps(load)
+    def get(*args: Any, **kwargs: Any) -> Any:
+        value = cached(*args, **kwargs)
+        if getattr(value, "closed", False):
+            cached.cache_clear()
+            value = cached(*args, **kwargs)
+        return value
+
+    get.cache_clear = cached.cache_clear  # type: ignore[attr-defined]
+    return get
+
+
+@_cached_until_closed
 def default_lm(model: str | None = None) -> Any:
     """Load (once per path) the reflection LM at ``model`` (see :func:`model_path`), or the default model;
-    one its user has closed since (``close()``) is loaded again. ``default_lm.cache_clear()`` forgets them all."""
-    lm = _loaded_lm(model)
-    if getattr(lm, "closed", False):
-        _loaded_lm.cache_clear()
-        lm = _loaded_lm(model)
-    return lm
-
-
-@functools.lru_cache(maxsize=4)
-def _loaded_lm(model: str | None) -> Any:
+    one its user has closed since is loaded again."""
     from ..lm import ReflectionLMError, load_reflection_lm
 
     path = model_path(model)
@@ -209,31 +218,17 @@ def _loaded_lm(model: str | None) -> Any:
     return lm
 
 
-default_lm.cache_clear = _loaded_lm.cache_clear  # type: ignore[attr-defined]
-
-
+@_cached_until_closed
 def default_pair(model: str | None, reader: str, judge: str | None = None) -> Any:
     """Load (once per pair) the reflection LM at ``model`` judging the answers of the chat model at
     ``reader`` (:class:`~langchain_selfrag.lm.reader.ReaderCriticLM`), with the chat model at ``judge``
     judging relevance when given (:class:`~langchain_selfrag.lm.judge.RelevanceJudge`); each as
     :func:`default_lm` loads it (a judge that is the reader is loaded once). A pair closed since is
-    loaded again; ``default_pair.cache_clear()`` forgets them all."""
-    pair = _loaded_pair(model, reader, judge)
-    if pair.closed:
-        _loaded_pair.cache_clear()
-        pair = _loaded_pair(model, reader, judge)
-    return pair
-
-
-@functools.lru_cache(maxsize=4)
-def _loaded_pair(model: str | None, reader: str, judge: str | None) -> Any:
+    loaded again."""
     from ..lm.reader import ReaderCriticLM
 
     return ReaderCriticLM(default_lm(model), default_lm(reader),
                           judge=load_judge(judge, load=lambda path, **_: default_lm(path)) if judge else None)
-
-
-default_pair.cache_clear = _loaded_pair.cache_clear  # type: ignore[attr-defined]
 
 
 def load_judge(judge: str, *, load: Any = None, **options: Any) -> Any:
