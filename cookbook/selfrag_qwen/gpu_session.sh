@@ -7,6 +7,10 @@
 #   bash cookbook/selfrag_qwen/gpu_session.sh device    # on the GPU machine, last call: join, check, train, pack
 #   bash cookbook/selfrag_qwen/gpu_session.sh collect DIR  # here: the files that came back -> $RUN/gpu/adapter
 #
+# WHAT=judge (device and collect) trains a relevance judge on the same base and data instead
+# (training.judge_sft: LoRA, the judge's Yes/No on every IsRel label) into $RUN/gpu-judge; on a warm
+# machine it can follow the generator's call, the base already joined.
+#
 # `prepare` prints the calls in order. Each call carries at most 64 MiB; ignored files carried by earlier
 # calls stay on the warm machine (it waits 30 s between calls), so the calls go back to back.
 set -euo pipefail
@@ -18,6 +22,12 @@ SITE=${SITE:-/root/site}
 BASE_NAME=qwen2.5-coder-0.5b-instruct
 BASE_ENV=SELFRAG_BASE_QWEN2_5_CODER_0_5B_INSTRUCT
 CHUNK=50000000
+WHAT=${WHAT:-generator}
+case "$WHAT" in
+    generator) TRAINED="$RUN/gpu" ;;
+    judge) TRAINED="$RUN/gpu-judge" ;;
+    *) echo "WHAT is generator or judge, not $WHAT" >&2; exit 2 ;;
+esac
 # What the GPU image lacks (it has torch with CUDA, numpy, pyarrow): Python 3.12 wheels, no dependencies.
 GPU_WHEELS=(transformers==5.24.0 trl==1.16.0 peft==0.21.2 datasets==5.2.0 gguf==0.19.0 dill==0.4.1 multiprocess==0.70.19)
 
@@ -52,16 +62,23 @@ env_install() {
 device() {
     local out=${OUT:?OUT is the folder whose files come back}
     mkdir -p "$out"
-    cat "$GPU_DIR"/q[0-9][0-9] > /tmp/base.gguf
+    [ -s /tmp/base.gguf ] || cat "$GPU_DIR"/q[0-9][0-9] > /tmp/base.gguf
     mkdir -p "$RUN/data"
     gunzip -c "$GPU_DIR/all.jsonl.gz" > "$RUN/data/all.jsonl"
     # the trainer checks the file's sha256 against bundled/qwen.py before it loads it
     export "$BASE_ENV=/tmp/base.gguf" PYTHONPATH="$SITE:${PYTHONPATH:-.}"
     # leave a minute of the call for packing and the way back
-    MINUTES=${MINUTES:-8} PY=$PY RUN=$RUN bash cookbook/selfrag_qwen/gpu_train.sh "$@" > "$out/train.log" 2>&1 \
-        || { tr '\r' '\n' < "$out/train.log" | tail -30 >&2; exit 1; }
+    if [ "$WHAT" = judge ]; then
+        $PY -m training.judge_sft --base-model "$BASE_NAME" --train-file "$RUN/data/all.jsonl" --output-dir "$TRAINED" \
+            --max-length 512 --batch-size 32 --lr 2e-4 --epochs 1 --save-steps 100000 --logging-steps 20 \
+            --max-minutes "${MINUTES:-4}" "$@" > "$out/train.log" 2>&1 \
+            || { tr '\r' '\n' < "$out/train.log" | tail -30 >&2; exit 1; }
+    else
+        MINUTES=${MINUTES:-8} PY=$PY RUN=$RUN bash cookbook/selfrag_qwen/gpu_train.sh "$@" > "$out/train.log" 2>&1 \
+            || { tr '\r' '\n' < "$out/train.log" | tail -30 >&2; exit 1; }
+    fi
     tr '\r' '\n' < "$out/train.log" | grep -E "'loss'|train_runtime" | tail -20
-    adapter="$RUN/gpu/adapter"
+    adapter="$TRAINED/adapter"
     [ -s "$adapter/adapter_model.safetensors" ] || { echo "no adapter came out: see train.log" >&2; exit 1; }
     $PY -c "
 import json, math, sys
@@ -70,20 +87,24 @@ bad = [k for k, v in load_file('$adapter/adapter_model.safetensors').items() if 
 sys.exit(f'{len(bad)} adapter tensors are not finite, e.g. {bad[:2]}' if bad else 0)"
     # files come back at 16 MiB each at most
     split -b 15000000 -d -a 2 "$adapter/adapter_model.safetensors" "$out/adapter.part"
-    (cd "$RUN/gpu" && sha256sum adapter/adapter_model.safetensors) > "$out/adapter.sha256"
-    tar cf "$out/meta.tar" -C "$RUN/gpu" adapter/adapter_config.json adapter/selfrag_training.json \
-        $(cd "$RUN/gpu" && ls loss_history.json loss_curve.png run_identity.json 2>/dev/null)
+    (cd "$TRAINED" && sha256sum adapter/adapter_model.safetensors) > "$out/adapter.sha256"
+    tar cf "$out/meta.tar" -C "$TRAINED" adapter/adapter_config.json adapter/selfrag_training.json \
+        $(cd "$TRAINED" && ls loss_history.json loss_curve.png run_identity.json 2>/dev/null)
     echo "back under \$OUT: $(ls "$out" | tr '\n' ' ')"
 }
 
 collect() {
     local back=${1:?collect FOLDER, the folder the files of the last call came back to (files_at)}
-    mkdir -p "$RUN/gpu/adapter"
-    tar xf "$back/meta.tar" -C "$RUN/gpu"
-    cat "$back"/adapter.part[0-9][0-9] > "$RUN/gpu/adapter/adapter_model.safetensors"
-    (cd "$RUN/gpu" && sha256sum --quiet -c "$back/adapter.sha256") || { echo "the adapter's parts do not add up" >&2; exit 1; }
-    cp "$back/train.log" "$RUN/gpu/train.log"
-    echo "adapter in $RUN/gpu/adapter; next: README.md steps 3-4 (pack, build, measure)"
+    mkdir -p "$TRAINED/adapter"
+    tar xf "$back/meta.tar" -C "$TRAINED"
+    cat "$back"/adapter.part[0-9][0-9] > "$TRAINED/adapter/adapter_model.safetensors"
+    (cd "$TRAINED" && sha256sum --quiet -c "$back/adapter.sha256") || { echo "the adapter's parts do not add up" >&2; exit 1; }
+    cp "$back/train.log" "$TRAINED/train.log"
+    if [ "$WHAT" = judge ]; then
+        echo "judge adapter in $TRAINED/adapter; next: python -m benchmarks.judge_heldout --adapter $TRAINED/adapter --eval-file ..."
+    else
+        echo "adapter in $TRAINED/adapter; next: README.md steps 3-4 (pack, build, measure)"
+    fi
 }
 
 case "${1:-}" in
@@ -91,5 +112,5 @@ case "${1:-}" in
     env) env_install ;;
     device) shift; device "$@" ;;
     collect) collect "${2:-}" ;;
-    *) echo "usage: $0 prepare | env | device [generator_sft options] | collect FOLDER" >&2; exit 2 ;;
+    *) echo "usage: [WHAT=judge] $0 prepare | env | device [trainer options] | collect FOLDER" >&2; exit 2 ;;
 esac

@@ -37,14 +37,16 @@ def prepare_model(base_model: str, *, add_tokens: bool = True):
 
 
 def lora_config(model, token_ids: Sequence[int], cfg: SFTRunConfig):
-    """LoRA on the attention/MLP projections + trainable rows for the reflection tokens."""
+    """LoRA on the attention/MLP projections + trainable rows for the reflection tokens (none when
+    ``token_ids`` is empty: a chat model trained in its own vocabulary, such as a relevance judge)."""
     from peft import LoraConfig
 
-    emb_name = _module_name(model, model.get_input_embeddings())
-    trainable: dict[str, list[int]] = {emb_name: list(token_ids)}
-    out = model.get_output_embeddings()
-    if out is not None and out.weight.data_ptr() != model.get_input_embeddings().weight.data_ptr():
-        trainable[_module_name(model, out)] = list(token_ids)
+    trainable: dict[str, list[int]] | None = None
+    if token_ids:
+        trainable = {_module_name(model, model.get_input_embeddings()): list(token_ids)}
+        out = model.get_output_embeddings()
+        if out is not None and out.weight.data_ptr() != model.get_input_embeddings().weight.data_ptr():
+            trainable[_module_name(model, out)] = list(token_ids)
     names = {n.rsplit(".", 1)[-1] for n, _ in model.named_modules()}
     targets = [t for t in cfg.target_modules if t in names]
     if not targets:
@@ -72,7 +74,7 @@ def _module_name(model, module) -> str:
 
 
 def load_trained(adapter_dir: str | os.PathLike, *, base_model: str | None = None, merge: bool = True):
-    """Rebuild a trained model: base + reflection tokens + adapter (merged by default)."""
+    """Rebuild a trained model: base + reflection tokens (those it was trained with) + adapter (merged by default)."""
     from peft import PeftModel
 
     adapter = Path(adapter_dir)
@@ -81,8 +83,9 @@ def load_trained(adapter_dir: str | os.PathLike, *, base_model: str | None = Non
         raise TrainingError(f"{adapter} is not a training output (no {META_FILE})")
     meta = json.loads(meta_path.read_text())
     base = base_model or meta["base_model"]
-    model, tokenizer, ids = prepare_model(base)
-    if ids != {k: int(v) for k, v in meta["reflection_token_ids"].items()}:
+    expected = {k: int(v) for k, v in meta["reflection_token_ids"].items()}
+    model, tokenizer, ids = prepare_model(base, add_tokens=bool(expected))  # a judge adds none
+    if ids != expected:
         raise TrainingError("reflection-token ids of the rebuilt base differ from training; wrong base model?")
     peft_model = PeftModel.from_pretrained(model, str(adapter))
     model = peft_model.merge_and_unload() if merge else peft_model

@@ -36,15 +36,19 @@ def paragraph_mask(ids: Sequence[int], start_id: int, end_id: int) -> list[bool]
 
 @dataclass
 class SelfRAGCollator:
-    """Right-pads ``input_ids`` and builds ``labels``: completion tokens outside evidence spans."""
+    """Right-pads ``input_ids`` and builds ``labels``: completion tokens outside evidence spans (every
+    completion token when the paragraph ids are None: a vocabulary without the reflection tokens)."""
 
     pad_token_id: int
-    paragraph_start_id: int
-    paragraph_end_id: int
+    paragraph_start_id: int | None
+    paragraph_end_id: int | None
     pad_to_multiple_of: int | None = None
 
     def labels_for(self, ids: Sequence[int], completion_mask: Sequence[int]) -> list[int]:
-        masked = paragraph_mask(ids, self.paragraph_start_id, self.paragraph_end_id)
+        if self.paragraph_start_id is None or self.paragraph_end_id is None:
+            masked = [False] * len(ids)
+        else:
+            masked = paragraph_mask(ids, self.paragraph_start_id, self.paragraph_end_id)
         return [tid if keep and not para else IGNORE_INDEX for tid, keep, para in zip(ids, completion_mask, masked)]
 
     def __call__(self, features: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

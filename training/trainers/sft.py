@@ -40,8 +40,12 @@ class SFTResult:
     token_ids: dict[str, int]
 
 
-def train_sft(cfg: SFTRunConfig, *, records: Sequence[Mapping[str, Any]] | None = None, callbacks=()) -> SFTResult:
+def train_sft(cfg: SFTRunConfig, *, records: Sequence[Mapping[str, Any]] | None = None, callbacks=(),
+              reflection_tokens: bool = True) -> SFTResult:
     """Fine-tune ``cfg.base_model`` on ``cfg.train_file`` (or ``records``) with LoRA + token rows.
+
+    ``reflection_tokens=False`` trains LoRA alone, in the base's own vocabulary (a chat model taught
+    to answer in words, such as :mod:`training.judge_sft`'s relevance judge).
 
     Checkpoints go to ``output_dir/checkpoint-*`` every ``save_steps``; a rerun with the same
     ``output_dir`` resumes from the last one. The final adapter (LoRA + reflection-token rows),
@@ -55,12 +59,12 @@ def train_sft(cfg: SFTRunConfig, *, records: Sequence[Mapping[str, Any]] | None 
     rows = list(records) if records is not None else load_records(cfg.train_file)
     if cfg.limit:
         rows = rows[: cfg.limit]
-    model, tokenizer, ids = prepare_model(cfg.base_model)
+    model, tokenizer, ids = prepare_model(cfg.base_model, add_tokens=reflection_tokens)
     train_ds, dropped = tokenize_records(tokenizer, rows, cfg.max_length)
     eval_ds = None
     if cfg.eval_file:
         eval_ds, _ = tokenize_records(tokenizer, load_records(cfg.eval_file), cfg.max_length)
-    collator = SelfRAGCollator(tokenizer.pad_token_id, ids[T.PARAGRAPH_START], ids[T.PARAGRAPH_END])
+    collator = SelfRAGCollator(tokenizer.pad_token_id, ids.get(T.PARAGRAPH_START), ids.get(T.PARAGRAPH_END))
     peft_cfg = lora_config(model, sorted(ids.values()), cfg)
     if cfg.init_adapter:
         # continue from an earlier run's adapter (a second training phase): same LoRA and token rows

@@ -1,0 +1,99 @@
+"""Relevance-judge SFT end to end on a tiny Qwen2 model: LoRA in the base's own vocabulary, the held-out
+report, and the merged GGUF judging on llama.cpp as the trained model judges in transformers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("trl")
+pytest.importorskip("peft")
+pytest.importorskip("llama_cpp")
+
+import gguf  # noqa: E402
+from tiny_models import build_tiny_qwen2_model  # noqa: E402
+
+from langchain_selfrag import tokens as T  # noqa: E402
+from langchain_selfrag.export.gguf import export_gguf  # noqa: E402
+from langchain_selfrag.lm import load_reflection_lm  # noqa: E402
+from langchain_selfrag.lm.judge import JudgePrompt, RelevanceJudge  # noqa: E402
+from langchain_selfrag.lm.reader import ReaderTurn  # noqa: E402
+from training.core.adapters import load_trained, prepare_model  # noqa: E402
+from training.core.config import META_FILE, SFTRunConfig  # noqa: E402
+from benchmarks import judge_heldout  # noqa: E402
+from training.judge_sft import main, train_judge, trained_prompt, write_judge_gguf, yes_shares  # noqa: E402
+
+#: measured on this tiny model, f32 files: 1.6e-5 between transformers and llama.cpp
+F32_TOL = 1e-3
+
+
+def single_token_words(tokenizer, words):
+    return [w for w in words if len(tokenizer(w, add_special_tokens=False)["input_ids"]) == 1]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("judge")
+    base = build_tiny_qwen2_model(folder / "base", reflection_tokens=False)
+    base_gguf = export_gguf(base, folder / "base.gguf", outtype="f32")
+    _, tokenizer, _ = prepare_model(str(base_gguf), add_tokens=False)
+    words = single_token_words(tokenizer, ["Yes", "No", "a", "b", "c"])
+    assert len(words) >= 2, "the tiny vocabulary has no two one-token words to answer with"
+    prompt = JudgePrompt(yes=words[0], no=words[1])
+    sentences = ["The river reads a long letter before noon.", "A small cat paints the evening sky in 1914.",
+                 "Our teacher visits the wooden bridge with great care.", "The quiet city finds three questions."]
+    pairs = [{"question": f"Who {verb} it?", "title": "Notes", "passage": sentences[n % 4], "label": n % 2,
+              "variant": "doc_relevant" if n % 2 else "doc_near_miss"}
+             for n, verb in enumerate(["reads", "paints", "visits", "finds", "wrote", "follows", "answers", "remembers"])]
+    path = folder / "pairs.jsonl"
+    path.write_text("".join(json.dumps(p) + "\n" for p in pairs))
+    return folder, base_gguf, prompt, pairs, path
+
+
+def test_a_trained_judge_runs_on_llama_cpp_as_it_judged_in_transformers(tiny):
+    folder, base_gguf, prompt, pairs, path = tiny
+    cfg = SFTRunConfig(str(base_gguf), str(path), str(folder / "run"), max_steps=3, batch_size=4, save_steps=100,
+                       learning_rate=5e-2, threads=1, max_length=256)
+    result = train_judge(cfg, prompt)
+    meta = json.loads((result.adapter_dir / META_FILE).read_text())
+    assert meta["reflection_token_ids"] == {} and meta["config"]["method"] == "judge_sft"
+    assert meta["config"]["pairs"] == len(pairs) and meta["steps"] == 3
+    assert not json.loads((result.adapter_dir / "adapter_config.json").read_text()).get("trainable_token_indices")
+
+    assert trained_prompt(result.adapter_dir) == prompt  # the held-out report asks as training did
+    judge_heldout.main(["--adapter", str(result.adapter_dir), "--eval-file", str(path), "--json", str(folder / "r.json")])
+    figures = json.loads((folder / "r.json").read_text())["figures"]
+    assert figures["heldout"]["pairs"] == len(pairs) and set(figures["heldout"]["all"]) == {"untrained", "trained"}
+    assert figures["heldout"]["doc_near_miss"]["pairs"] == len(pairs)
+    assert figures["training"]["steps"] == 3 and figures["training"]["pairs"] == len(pairs)
+
+    merged, tokenizer, _ = load_trained(result.adapter_dir)
+    trained = yes_shares(merged, tokenizer, pairs, prompt)
+    base, _, _ = prepare_model(str(base_gguf), add_tokens=False)
+    assert abs(trained - yes_shares(base, tokenizer, pairs, prompt)).max() > 0.01  # the adapter changed the judge
+
+    out = write_judge_gguf(str(base_gguf), result.adapter_dir, folder / "judge.gguf", outtype="f32")
+    vocab = lambda p: len(gguf.GGUFReader(str(p)).fields["tokenizer.ggml.tokens"].data)  # noqa: E731
+    assert vocab(out) == vocab(base_gguf)  # no reflection tokens appended: the judge answers in words
+    judge = RelevanceJudge(load_reflection_lm(str(out), n_threads=1, n_ctx=1024), prompt)
+    try:
+        isrel = judge.isrel([ReaderTurn(p["question"], "", p["title"], p["passage"]) for p in pairs])
+    finally:
+        judge.close()
+    assert max(abs(r[T.RELEVANT] - t) for r, t in zip(isrel, trained)) < F32_TOL
+
+
+def test_the_command_says_what_is_wrong_with_its_data(tiny, tmp_path, capsys):
+    _, base_gguf, _, _, _ = tiny
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"question": "Q?", "passage": "P."}) + "\n")
+    with pytest.raises(SystemExit) as exc:
+        main(["--base-model", str(base_gguf), "--train-file", str(bad), "--output-dir", str(tmp_path / "run")])
+    assert exc.value.code == 2
+    assert "row 1 is neither a Self-RAG record" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["--base-model", str(tmp_path / "missing"), "--train-file", str(bad), "--output-dir", str(tmp_path / "r"),
+              "--eval-only", "--gguf-out", str(tmp_path / "j.gguf")])
+    assert exc.value.code == 2
