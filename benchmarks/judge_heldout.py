@@ -5,8 +5,8 @@ questions, documentation near misses), with the run that trained it::
 
     python -m cookbook.data.squad_judge_pairs --data ../shared/data \\
         --articles Packet_switching,1973_oil_crisis,Immune_system --out runs/judge/eval_pairs.jsonl
-    python -m benchmarks.judge_heldout --adapter runs/judge/l16/adapter --eval-file runs/judge/eval_pairs.jsonl \\
-        --json benchmarks/results/judge_heldout_q05_l16.json
+    python -m benchmarks.judge_heldout --adapter runs/judge/l0/adapter --eval-file runs/judge/eval_pairs.jsonl \\
+        --json benchmarks/results/judge_heldout_q05_l0.json
 """
 
 from __future__ import annotations
@@ -41,8 +41,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not meta_path.is_file():
         ap.exit(2, f"error: {args.adapter} is not a training.judge_sft adapter (no {META_FILE})\n")
     meta = json.loads(meta_path.read_text())
-    if meta.get("config", {}).get("method") != "judge_sft":
-        ap.exit(2, f"error: {args.adapter} was not trained by training.judge_sft\n")
     if args.threads:
         import torch
 

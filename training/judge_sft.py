@@ -40,7 +40,7 @@ from langchain_selfrag.lm.judge import JudgePrompt
 from .core.args import add_sft_arguments, config_from_args, parse
 from .core.config import TrainingError
 from .core.jsonl import DataFormatError, read_jsonl
-from .relevance_head import CONTRASTS, auc, judge_pairs
+from .relevance_head import auc, contrast_scores, judge_pairs
 
 REPORT_FILE = "judge_report.json"
 PAIR_FIELDS = ("question", "passage", "label")
@@ -75,7 +75,7 @@ def judge_prompt_text(pair: Mapping[str, Any], prompt: JudgePrompt) -> str:
 def judge_records(pairs: Iterable[Mapping[str, Any]], prompt: JudgePrompt) -> list[dict[str, Any]]:
     """SFT records (``prompt`` used verbatim, ``output`` the answer word) of labelled pairs."""
     return [{"instruction": p["question"], "prompt": judge_prompt_text(p, prompt),
-             "output": prompt.yes if p["label"] else prompt.no, "variant": p.get("variant")} for p in pairs]
+             "output": prompt.yes if p["label"] else prompt.no} for p in pairs]
 
 
 def answer_ids(tokenizer, prompt: JudgePrompt) -> tuple[int, int]:
@@ -109,16 +109,10 @@ def contrast_report(pairs: Sequence[Mapping[str, Any]], scores: Mapping[str, np.
     """AUC of each scoring in ``scores`` (``untrained``, ``trained``) over all pairs and on each of
     :data:`~training.relevance_head.CONTRASTS` the pairs hold both sides of."""
     labels = np.array([int(p["label"]) for p in pairs])
-    variants = np.array([p.get("variant") or "" for p in pairs])
     report: dict[str, Any] = {"pairs": len(pairs)}
     if len(set(labels.tolist())) == 2:
         report["all"] = {name: round(auc(labels, s), 4) for name, s in scores.items()}
-    for contrast, (yes, no) in CONTRASTS.items():
-        keep = np.isin(variants, yes + no)
-        if keep.any() and len(set(labels[keep].tolist())) == 2:
-            report[contrast] = {"pairs": int(keep.sum())} | {name: round(auc(labels[keep], s[keep]), 4)
-                                                              for name, s in scores.items()}
-    return report
+    return report | contrast_scores([p.get("variant") or "" for p in pairs], labels, scores)
 
 
 def train_judge(cfg, prompt: JudgePrompt | None = None):
@@ -156,16 +150,16 @@ def trained_prompt(adapter_dir: str | Path) -> JudgePrompt:
 def evaluate(base_model: str, adapter_dir: Path | None, eval_file: str, prompt: JudgePrompt | None = None) -> dict:
     """Held-out report: the untrained base's and (with ``adapter_dir``) the trained judge's AUCs, both asked
     with ``prompt`` (default: the one the adapter was trained with, else :class:`JudgePrompt`'s)."""
-    from .core.adapters import load_trained, prepare_model
+    from .core.adapters import prepare_model
 
     prompt = prompt or (trained_prompt(adapter_dir) if adapter_dir is not None else JudgePrompt())
     pairs = read_pairs(eval_file)
-    model, tokenizer, _ = prepare_model(base_model, add_tokens=False)
+    model, tokenizer, _ = prepare_model(base_model, add_tokens=False)  # loaded once (minutes for a GGUF base)
     scores = {"untrained": yes_shares(model, tokenizer, pairs, prompt)}
-    del model
     if adapter_dir is not None:
-        model, tokenizer, _ = load_trained(adapter_dir, base_model=base_model)
-        scores["trained"] = yes_shares(model, tokenizer, pairs, prompt)
+        from peft import PeftModel
+
+        scores["trained"] = yes_shares(PeftModel.from_pretrained(model, str(adapter_dir)), tokenizer, pairs, prompt)
     return contrast_report(pairs, scores)
 
 

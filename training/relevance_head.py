@@ -190,16 +190,20 @@ CONTRASTS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 
 
-def contrast_aucs(variants: Sequence[str], labels: np.ndarray, untrained: np.ndarray, trained: np.ndarray) -> dict:
-    """AUC of the untrained judge and of the head (held-out scores) on each of :data:`CONTRASTS`."""
+def contrast_scores(variants: Sequence[str], labels: np.ndarray, scores: Mapping[str, np.ndarray]) -> dict:
+    """AUC of each named scoring on each of :data:`CONTRASTS` whose two sides the pairs hold."""
     variants = np.asarray(variants)
     out = {}
     for name, (yes, no) in CONTRASTS.items():
         keep = np.isin(variants, yes + no)
         if keep.sum() and len(set(labels[keep])) == 2:
-            out[name] = {"pairs": int(keep.sum()), "untrained_auc": round(auc(labels[keep], untrained[keep]), 4),
-                         "head_auc": round(auc(labels[keep], trained[keep]), 4)}
+            out[name] = {"pairs": int(keep.sum())} | {k: round(auc(labels[keep], s[keep]), 4) for k, s in scores.items()}
     return out
+
+
+def contrast_aucs(variants: Sequence[str], labels: np.ndarray, untrained: np.ndarray, trained: np.ndarray) -> dict:
+    """AUC of the untrained judge and of the head (held-out scores) on each of :data:`CONTRASTS`."""
+    return contrast_scores(variants, labels, {"untrained_auc": untrained, "head_auc": trained})
 
 
 def train_relevance_head(judge_model: str, train_file: str, output_dir: str, *, limit: int = 1200, seed: int = 0,

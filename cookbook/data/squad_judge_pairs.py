@@ -14,33 +14,35 @@ the three the Qwen recipe's training file leaves out (``cookbook/selfrag_qwen/bu
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from langchain_selfrag.evaluation.common.errors import DatasetError
+from langchain_selfrag.evaluation.qa.data import Dataset
+from langchain_selfrag.evaluation.qa.loaders import load_dataset, select_articles
 from training.core.jsonl import write_jsonl
 
 SQUAD_FILE = "squad2_dev_half.json"
 
 
-def squad_judge_pairs(squad: dict, articles: Sequence[str], *, per_label: int, seed: int = 0) -> list[dict]:
-    """Up to ``per_label`` answerable and as many unanswerable questions of ``articles``, each on its own
-    paragraph, in a seeded random order; an article missing from ``squad`` is an error."""
-    found = {a["title"]: a for a in squad["data"]}
-    missing = [t for t in articles if t not in found]
-    if missing:
-        raise ValueError(f"articles not in the SQuAD file: {', '.join(missing)} (it has {', '.join(sorted(found))})")
+def squad_judge_pairs(dataset: Dataset, articles: Sequence[str], *, per_label: int, seed: int = 0) -> list[dict]:
+    """Up to ``per_label`` answerable and as many unanswerable questions of ``articles`` (of a SQuAD
+    :class:`~langchain_selfrag.evaluation.qa.data.Dataset`), each on its own paragraph, in a seeded random
+    order; an unknown article raises :class:`~langchain_selfrag.evaluation.common.errors.DatasetError`."""
+    chosen = select_articles(dataset, list(articles))
+    passages = {p.id: p for p in chosen.corpus}
     answerable, unanswerable = [], []
     for title in articles:
-        for paragraph in found[title]["paragraphs"]:
-            for qa in paragraph["qas"]:
-                impossible = bool(qa.get("is_impossible"))
-                (unanswerable if impossible else answerable).append({
-                    "question": qa["question"], "title": title.replace("_", " "), "passage": paragraph["context"],
-                    "label": 0 if impossible else 1, "id": qa["id"],
-                    "variant": "squad_unanswerable_more" if impossible else "squad_pair_relevant"})
+        for ex in chosen.examples:
+            if ex.meta["article"] != title.replace("_", " "):
+                continue
+            passage = passages[ex.gold_passage]
+            (answerable if ex.answerable else unanswerable).append({
+                "question": ex.question, "title": passage.title, "passage": passage.text,
+                "label": int(bool(ex.answerable)), "id": ex.id,
+                "variant": "squad_pair_relevant" if ex.answerable else "squad_unanswerable_more"})
     rng = random.Random(seed)
     rng.shuffle(answerable)
     rng.shuffle(unanswerable)
@@ -57,13 +59,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
-    path = Path(args.data) / SQUAD_FILE
-    if not path.is_file():
-        ap.exit(2, f"error: no {SQUAD_FILE} in {args.data}\n")
     try:
-        pairs = squad_judge_pairs(json.loads(path.read_text(encoding="utf-8")),
+        pairs = squad_judge_pairs(load_dataset(Path(args.data) / SQUAD_FILE, "squad"),
                                   [a for a in args.articles.split(",") if a], per_label=args.per_label, seed=args.seed)
-    except ValueError as exc:
+    except DatasetError as exc:
         ap.exit(2, f"error: {exc}\n")
     write_jsonl(args.out, pairs)
     labels = sum(p["label"] for p in pairs)

@@ -77,17 +77,21 @@ def test_the_report_gives_each_contrast_the_pairs_hold_both_sides_of():
     assert "doc_near_miss" not in report  # no near miss among the pairs
 
 
-def test_squad_judge_pairs_take_each_question_on_its_own_paragraph():
+def test_squad_judge_pairs_take_each_question_on_its_own_paragraph(tmp_path):
     from cookbook.data.squad_judge_pairs import squad_judge_pairs
+    from langchain_selfrag.evaluation.common.errors import DatasetError
+    from langchain_selfrag.evaluation.qa.loaders import load_dataset
 
     squad = {"data": [{"title": "Old_Town", "paragraphs": [{"context": "The bridge was built in 1410.", "qas": [
         {"id": "a", "question": "When was the bridge built?", "is_impossible": False},
         {"id": "b", "question": "When was the bridge demolished?", "is_impossible": True},
         {"id": "c", "question": "Who built the bridge in 1410?", "is_impossible": True}]}]},
         {"title": "Other", "paragraphs": [{"context": "x", "qas": [{"id": "d", "question": "q", "is_impossible": False}]}]}]}
+    (tmp_path / "squad.json").write_text(json.dumps(squad))
+    squad = load_dataset(tmp_path / "squad.json", "squad")
     pairs = squad_judge_pairs(squad, ["Old_Town"], per_label=1, seed=0)
     assert sorted((p["id"], p["label"], p["variant"]) for p in pairs)[0] == ("a", 1, "squad_pair_relevant")
     assert [p["label"] for p in pairs].count(0) == 1 and {p["title"] for p in pairs} == {"Old Town"}
     assert all(p["passage"] == "The bridge was built in 1410." for p in pairs)
-    with pytest.raises(ValueError, match="not in the SQuAD file: Nowhere"):
+    with pytest.raises(DatasetError, match="unknown article\\(s\\): Nowhere"):
         squad_judge_pairs(squad, ["Nowhere"], per_label=1)
