@@ -17,6 +17,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+if __package__ in (None, ""):  # run as a script from a checkout (the command its results file records)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 #: what the results file keeps of the training run's metadata (``selfrag_training.json``)
 RUN_KEYS = ("steps", "train_loss", "seconds_total", "examples", "tokens_seen_approx", "bf16")
 CONFIG_KEYS = ("pairs", "train_from_layer", "lora_r", "learning_rate", "batch_size", "epochs", "limit")

@@ -29,6 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
+if __package__ in (None, ""):  # run as a script from a checkout (the command its results file records)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 
 def layer_reader(model_path: Path, layers: Sequence[int], threads: int):
     """A function: prompt -> (len(layers), n_embd) last-token states after those blocks."""
