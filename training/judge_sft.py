@@ -198,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = train_judge(cfg)
             adapter = result.adapter_dir
             print(json.dumps({"adapter": str(adapter), "steps": result.steps, "train_loss": result.train_loss,
-                              "seconds": round(result.seconds, 1)}, indent=1))
+                              "seconds": round(result.seconds, 1), "dropped_too_long": result.dropped}, indent=1))
         if args.eval_file:
             report = evaluate(cfg.base_model, adapter, args.eval_file)
             Path(args.output_dir, REPORT_FILE).write_text(json.dumps(report, indent=1))

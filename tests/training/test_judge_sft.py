@@ -97,3 +97,18 @@ def test_the_command_says_what_is_wrong_with_its_data(tiny, tmp_path, capsys):
         main(["--base-model", str(tmp_path / "missing"), "--train-file", str(bad), "--output-dir", str(tmp_path / "r"),
               "--eval-only", "--gguf-out", str(tmp_path / "j.gguf")])
     assert exc.value.code == 2
+
+
+def test_pairs_too_long_to_train_on_are_counted_aloud(tiny, tmp_path, capsys):
+    _, base_gguf, prompt, pairs, _ = tiny
+    long_pair = {**pairs[0], "passage": " ".join([pairs[0]["passage"]] * 60)}
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("".join(json.dumps(p) + "\n" for p in [*pairs, long_pair]))
+    assert main(["--base-model", str(base_gguf), "--train-file", str(path), "--output-dir", str(tmp_path / "run"),
+                 "--max-length", "128", "--max-steps", "1", "--batch-size", "4", "--threads", "1", "--bf16", "false"]) == 0
+    out, err = capsys.readouterr()
+    assert f"left out 1 of {len(pairs) + 1} records" in err and "--max-length" in err
+    summary = out[out.index('{\n "adapter"'):]
+    assert json.loads(summary[: summary.index("}") + 1])["dropped_too_long"] == 1
+    meta = json.loads((tmp_path / "run" / "adapter" / META_FILE).read_text())
+    assert meta["dropped_too_long"] == 1 and meta["examples"] == len(pairs)

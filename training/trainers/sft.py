@@ -10,6 +10,7 @@ rows, on records encoded by :mod:`training.core.records` and batched by
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -61,6 +62,9 @@ def train_sft(cfg: SFTRunConfig, *, records: Sequence[Mapping[str, Any]] | None 
         rows = rows[: cfg.limit]
     model, tokenizer, ids = prepare_model(cfg.base_model, add_tokens=reflection_tokens)
     train_ds, dropped = tokenize_records(tokenizer, rows, cfg.max_length)
+    if dropped:
+        print(f"left out {dropped} of {len(rows)} records whose prompt alone reaches max_length ({cfg.max_length} "
+              "tokens): raise --max-length to train on them", file=sys.stderr)
     eval_ds = None
     if cfg.eval_file:
         eval_ds, _ = tokenize_records(tokenizer, load_records(cfg.eval_file), cfg.max_length)
