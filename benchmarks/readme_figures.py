@@ -1,21 +1,24 @@
-"""The measured figures of the README, CONTRIBUTING.md and docs/, rendered from the results files that shipped
-scripts wrote.
+"""The measured figures of the README, CONTRIBUTING.md, docs/ and the cookbook's log of experiments, rendered from
+the results files that shipped scripts wrote.
 
-Each figure passage of a page (:func:`pages`: ``README.md``, ``CONTRIBUTING.md`` and every ``docs/*.md``)
-sits between ``<!-- figures:NAME ... -->`` and ``<!-- /figures:NAME -->``; its text is :data:`BLOCKS`\\
-``[NAME]`` applied to the files it names (``benchmarks/results/*.json``, written by the benchmarks'
-``--json``, and the model card's ``eval_full.json``, written by ``cookbook/selfrag_smollm2/evaluate.py``).
+Each figure passage of a page (:func:`pages`: ``README.md``, ``CONTRIBUTING.md``, every ``docs/*.md`` and
+``cookbook/EXPERIMENTS.md``) sits between ``<!-- figures:NAME ... -->`` and ``<!-- /figures:NAME -->``; its
+text is :data:`BLOCKS`\\ ``[NAME]`` applied to the files it names (``benchmarks/results/*.json``, written by the
+benchmarks' ``--json``, and the model card's ``eval_full.json``, written by ``cookbook/selfrag_smollm2/evaluate.py``).
 Every block stands on some page. A single figure inside a sentence is written
 ``<!-- figure FILE#KEY.PATH:FORMAT -->VALUE<!-- /figure -->``: VALUE is the entry KEY.PATH (dict keys or
 list indices, dot-separated) of FILE (repository-relative, under ``benchmarks/results/`` or
-``langchain_selfrag/models/``) formatted with FORMAT (e.g. ``.3f``). Nothing in a block or an inline
-figure is typed by hand:
+``langchain_selfrag/models/``) formatted with FORMAT (e.g. ``.3f``). So that a page stays readable in an
+editor, a page names the figure by a short key instead, ``<!-- figure KEY -->VALUE<!-- /figure -->``:
+``GROUP.NAME`` in :data:`FIGURES` (``benchmarks/figures.toml``), whose table ``GROUP`` gives the ``file`` and
+its entry ``NAME`` the ``KEY.PATH:FORMAT``. Nothing in a block or an inline figure is typed by hand:
 
     python -m benchmarks.readme_figures --check   # exit 1 and list the figures that differ from their files
     python -m benchmarks.readme_figures --write   # re-render every figure of every page
 
-Outside the blocks the pages carry no figures: :func:`stray_figures` finds percentages and numbers with
-two or more decimals there (``tests/unit_tests/test_readme_figures.py`` keeps it so).
+Outside the blocks the user pages carry no figures: :func:`stray_figures` finds percentages and numbers with
+two or more decimals there (``tests/unit_tests/test_readme_figures.py`` keeps it so). The log of experiments
+(:data:`LOG`) also quotes figures of runs whose files are not in the repository, so it is left out of that check.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import argparse
 import json
 import re
 import sys
+import tomllib
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -34,6 +38,12 @@ from benchmarks.record import RESULTS_DIR, ROOT, load
 README = ROOT / "README.md"
 CONTRIBUTING = ROOT / "CONTRIBUTING.md"
 DOCS = ROOT / "docs"
+#: The cookbook's log of experiments that did not ship: its figures are rendered too, but it may quote figures of
+#: runs whose results are not in the repository (no stray-figure check).
+LOG = ROOT / "cookbook" / "EXPERIMENTS.md"
+#: The short keys of the pages' inline figures: ``[GROUP]`` tables, ``file = PATH`` and ``NAME = "KEY.PATH:FORMAT"``
+#: entries.
+FIGURES_FILE = Path(__file__).resolve().with_name("figures.toml")
 MODEL_CARD = ROOT / "langchain_selfrag" / "models" / "selfrag-smollm2-135m"
 INLINE = re.compile(r"<!-- figure (?P<spec>\S+) -->(?P<value>[^<\n]*)<!-- /figure -->")
 SHIPPED = (RESULTS_DIR, MODEL_CARD.parent)
@@ -41,8 +51,32 @@ BLOCK = re.compile(r"<!-- figures:(?P<name>[\w-]+)[^\n]*?-->\n(?P<body>.*?)\n<!-
 
 
 def pages() -> list[Path]:
-    """The pages whose figures are rendered: README.md, CONTRIBUTING.md and docs/*.md (those that exist)."""
-    return [p for p in (README, CONTRIBUTING, *sorted(DOCS.glob("*.md"))) if p.is_file()]
+    """The pages whose figures are rendered: README.md, CONTRIBUTING.md, docs/*.md and the log of experiments
+    (those that exist)."""
+    return [p for p in (README, CONTRIBUTING, *sorted(DOCS.glob("*.md")), LOG) if p.is_file()]
+
+
+def figure_keys(text: str | None = None) -> dict[str, str]:
+    """Every short figure key of ``benchmarks/figures.toml`` (or of ``text``, a TOML text), ``GROUP.NAME`` ->
+    ``FILE#KEY.PATH:FORMAT``."""
+    data = tomllib.loads(FIGURES_FILE.read_text() if text is None else text)
+    keys = {}
+    for group, entries in data.items():
+        if "file" not in entries:
+            raise ValueError(f"{FIGURES_FILE.name}: [{group}] names no file")
+        for name, path in entries.items():
+            if name != "file":
+                keys[f"{group}.{name}"] = f"{entries['file']}#{path}"
+    return keys
+
+
+FIGURES = figure_keys()
+
+
+def command(data: dict[str, Any]) -> str:
+    """A results file's command line, its scratch and data folders (``--out``, ``--data``, ``--workdir``) shown
+    as ``DIR``: where a run kept its records is no part of what it measured."""
+    return re.sub(r"(--(?:out|data|workdir)[ =])\S+", r"\1DIR", data["command"])
 
 
 def result(name: str) -> dict[str, Any]:
@@ -92,7 +126,7 @@ def render_retrieval_recall() -> str:
         f"{h5[1]} for BM25 and {h5[2]} for MiniLM alone (in the top 1: {h1[0]}, {h1[1]}, {h1[2]}); on the "
         f"{train['questions']} questions of its training articles, where the retriever was chosen, in the top 5: "
         f"{t5[0]}, {t5[1]}, {t5[2]} (`{rel(RESULTS_DIR / 'retrieval_recall.json')}`, measured {when(data)} by "
-        f"`{data['command']}`). With BM25, the bundled model's Self-RAG answer matches a gold answer on "
+        f"`{command(data)}`). With BM25, the bundled model's Self-RAG answer matches a gold answer on "
         f"{chain['matched']} of its {chain['n']} answerable held-out questions ({chain['match']:.3f}; "
         f"`{rel(MODEL_CARD / 'eval_full.json')}`, written by `cookbook/selfrag_smollm2/evaluate.py`)."
     )
@@ -113,8 +147,8 @@ def render_critique_speed() -> str:
         f, s = data["figures"], data["settings"]
         r = f["ratios"]
         lines.append(
-            f"`{data['command']}` (`{rel(RESULTS_DIR / (name + '.json'))}`; measured {when(data)} on {machine(data)}; "
-            f"{threads(s['threads'])}; model `{f['model']}`; {f['inputs']}, passages of "
+            f"`{command(data)}` (`{rel(RESULTS_DIR / (name + '.json'))}`; measured {when(data)} on {machine(data)}; "
+            f"{threads(s['threads'])}; model `{f['model']}`; {f['inputs'].removesuffix(' (shared/data)')}, passages of "
             f"{min(f['passage_tokens'])}-{max(f['passage_tokens'])} tokens, up to {f['new_tokens']} new tokens each "
             f"({f['generated_tokens']['plain']} in all from plain generation); "
             f"medians of {s['repeats']} rounds, the anchor of {min(s['anchor_repeats'], s['repeats'])}; one round took "
@@ -150,7 +184,7 @@ def render_throughput() -> str:
         corpus = Path(s["corpus"])  # repository-relative when inside the checkout (record.in_repo)
         corpus_name = corpus.name if corpus.is_absolute() else corpus.as_posix() + "/"
         parts.append(
-            f"`{data['command']}` (`{rel(RESULTS_DIR / (name + '.json'))}`; measured {when(data)} on {machine(data)}; "
+            f"`{command(data)}` (`{rel(RESULTS_DIR / (name + '.json'))}`; measured {when(data)} on {machine(data)}; "
             f"model `{data['figures']['model']}`, {threads(s['threads'])}; {s['queries']} questions over `{corpus_name}`, "
             f"k={s['k']}, mode {s['mode']}, {s['max_new_tokens']} new tokens per segment):\n\n"
             + throughput_table(data)
@@ -175,10 +209,10 @@ def render_embeddings() -> str:
               f"{f['speedup_vs_sentence_transformers']:.2f}x sentence-transformers' speed") if st else ""
     ops = result("embeddings_ops")
     shares = ", ".join(f"{op} {pct(round(share * 1000), 1000)}" for op, share in ops["figures"]["op_share"].items())
-    return (f"`{data['command']}` (`{rel(RESULTS_DIR / 'embeddings.json')}`; measured {when(data)} on {machine(data)}; "
+    return (f"`{command(data)}` (`{rel(RESULTS_DIR / 'embeddings.json')}`; measured {when(data)} on {machine(data)}; "
             f"{f['chunks']} real chunks of {f['mean_tokens']:.0f} tokens on average, {f['gflop_per_chunk']:.2f} GFLOP "
             f"each; numpy's BLAS reaches {gemm} on a projection-shaped GEMM{parity}):\n\n" + "\n".join(rows)
-            + f"\n\nWhere ONNX Runtime's kernel time goes (`{ops['command']}`, `{rel(RESULTS_DIR / 'embeddings_ops.json')}`, "
+            + f"\n\nWhere ONNX Runtime's kernel time goes (`{command(ops)}`, `{rel(RESULTS_DIR / 'embeddings_ops.json')}`, "
             f"{ops['settings']['threads']} thread, batch {ops['settings']['batch_size']}): {shares}.")
 
 
@@ -200,7 +234,7 @@ def render_index_scale() -> str:
                     f"{r['retrieval_ms_p95']:.1f} | {r['search_ms_median']:.1f} | {chain} |")
     ratios = "; ".join(f"{key.split('_')[0]}: {value:.2f}" for key, value in f.items() if key.endswith("_vs_smallest"))
     s = data["settings"]
-    return (f"`{data['command']}` (`{rel(RESULTS_DIR / 'index_scale.json')}`, plot `{rel(RESULTS_DIR / 'index_scale.png')}`; "
+    return (f"`{command(data)}` (`{rel(RESULTS_DIR / 'index_scale.json')}`, plot `{rel(RESULTS_DIR / 'index_scale.png')}`; "
             f"measured {when(data)} on {machine(data)}; $SELFRAG_THREADS={s['threads']}; the real corpus on this "
             f"machine holds {f['real_corpus_chunks']} chunks; runs above {s['embed_up_to']} chunks replay vectors "
             f"instead of embedding, and their time adds the embedding time per chunk measured at the largest "
@@ -248,7 +282,7 @@ def render_trust() -> str:
                  f"({only['selective_accuracy_at_0.6']:.2f} when its confidence keeps the surest 0.6 of them), "
                  f"and it rejects {noise.get('right')} of {noise.get('n')} noise-only runs.")
     model = Path(f.get("model") or s.get("model") or "?").name
-    return (f"`{data['command']}` (`{rel(RESULTS_DIR / 'trust_suite.json')}`, plot "
+    return (f"`{command(data)}` (`{rel(RESULTS_DIR / 'trust_suite.json')}`, plot "
             f"`{rel(RESULTS_DIR / 'trust_suite.png')}`; measured {when(data)} on "
             f"{machine(data)}; model `{model}`, the {s['split']} part, chosen for nothing):\n\n"
             + trust_table(f) + extra)
@@ -259,11 +293,24 @@ def family(prefix: str) -> list[str]:
     return sorted(p.stem for p in RESULTS_DIR.glob(f"{prefix}*.json"))
 
 
-def render_project_docs() -> str:
+#: Results files of candidate models that did not ship: their rows stand in the log of experiments (the blocks
+#: ``*_candidates``), the shipped configuration's on the user pages.
+CANDIDATES = frozenset({"project_docs_x2", "backend_agreement_qwen_pilot", "model_cost_qwen_pilot"})
+
+
+def shipped(names: list[str]) -> list[str]:
+    return [n for n in names if n not in CANDIDATES]
+
+
+def candidates(names: list[str]) -> list[str]:
+    return [n for n in names if n in CANDIDATES]
+
+
+def render_project_docs(names: list[str] | None = None) -> str:
     """One row per run of ``benchmarks/project_docs.py``: how its answers about the demo corpus went."""
     rows = ["| results file | model | settings | explained | abstained | answered without the source | "
             "cited, not its sentence | near misses abstained |", "|---|---|---|---:|---:|---:|---:|---:|"]
-    for name in family("project_docs"):
+    for name in family("project_docs") if names is None else names:
         data = result(name)
         f, s = data["figures"], data["settings"]
         ans, near = f["answerable"], f["near_miss"]
@@ -288,10 +335,10 @@ def render_trust_compare() -> str:
     return "\n".join(rows)
 
 
-def render_backend_agreement() -> str:
+def render_backend_agreement(names: list[str] | None = None) -> str:
     """One row per run of ``benchmarks/backend_agreement.py``: worst probability gap per pair of backends."""
     rows = ["| results file | model | pair | Retrieve | IsRel | IsSup | IsUse |", "|---|---|---|---:|---:|---:|---:|"]
-    for name in family("backend_agreement"):
+    for name in family("backend_agreement") if names is None else names:
         data = result(name)
         model = Path(data["settings"]["gguf"]).name
         for pair, worst in data["figures"]["worst_abs_difference"].items():
@@ -309,13 +356,13 @@ def model_seconds(split: dict[str, float] | None) -> str:
     return f"{parts} (of {split['ask_s']:.1f} s)"
 
 
-def render_model_cost() -> str:
+def render_model_cost(names: list[str] | None = None) -> str:
     """One row per model of each run of ``benchmarks/model_cost.py`` (a reader pair: model + reader + judge):
     build, demo question, memory, throughput, and where the demo question's time goes (``--breakdown``)."""
     rows = ["| results file | model | build | GGUF | demo question | its peak RSS | abstained | sequential q/s (p50) "
             "| asked again, loaded: seconds per model |",
             "|---|---|---:|---:|---:|---:|---|---:|---|"]
-    for name in family("model_cost"):
+    for name in family("model_cost") if names is None else names:
         for m in result(name)["figures"]["models"]:
             seq = next((r for r in (m.get("throughput") or {}).get("rows", []) if r["concurrency"] == 1), None)
             speed = f"{seq['qps']:.2f} ({seq['p50_s']:.1f} s)" if seq else "-"
@@ -366,6 +413,45 @@ def render_trust_summary() -> str:
             f"measured {when(data)}):\n\n" + "\n".join(rows))
 
 
+#: The chat-model page's comparison: (results file, system), the same validation questions (docs, and SQuAD with
+#: --n-squad 40 and seed 0) asked of each.
+CHAT_MODEL_RUNS = (("trust_suite_chat_q15_val", "Qwen2.5-Coder-1.5B-Instruct as a chat model (`ChatReflectionLM`)"),
+                   ("trust_suite_v4_val_docs_squad40", "the bundled Self-RAG model"),
+                   ("trust_suite_reader_judge_val", "the three models (`--reader` 0.5B, `--judge` 1.5B, bundled critic)"))
+
+
+def render_chat_model_trust() -> str:
+    """The trust suite's validation docs and SQuAD questions, per system: each part handled right at the system's
+    own bars, and how well its best IsRel separates answerable questions from the rest (AUC, bars aside)."""
+    rows = ["| system | results file | docs answerable: right, cited | docs near miss: abstained | docs AUC | "
+            "SQuAD answerable: right, cited | SQuAD unanswerable: abstained | SQuAD AUC | seconds a question |",
+            "|---|---|---|---|---:|---|---|---:|---:|"]
+    fitted = ""
+    for name, system in CHAT_MODEL_RUNS:
+        data = result(name)
+        kinds = data["figures"]["kinds"]
+        docs, squad = kinds.get("docs", {}), kinds.get("squad", {})
+        auc = lambda kind, part: _value({"value": kind.get("relevance_separation", {}).get(part, {}).get("auc")})
+        timed = data["figures"].get("seconds_per_question") or {}
+        seconds = f"{timed['mean']:.1f} ({timed['n']} timed)" if timed.get("mean") is not None else "-"
+        rows.append(f"| {system} | `{rel(RESULTS_DIR / (name + '.json'))}` | "
+                    f"{_rate(docs.get('parts', {}).get('answerable'))} | {_rate(docs.get('parts', {}).get('near_miss'))} | "
+                    f"{auc(docs, 'near_miss')} | {_rate(squad.get('parts', {}).get('answerable'))} | "
+                    f"{_rate(squad.get('parts', {}).get('unanswerable'))} | {auc(squad, 'unanswerable')} | {seconds} |")
+        at = data["figures"].get("at_fitted_bars")
+        if name == CHAT_MODEL_RUNS[0][0] and at:
+            parts = at["kinds"]
+            count = lambda kind, part: (lambda p: f"{p['right']}/{p['n']}" if p else "-")(parts.get(kind, {}).get(part))
+            fitted = (f"\n\nWith bars fitted on these same questions (IsRel {at['abstain_isrel']:g}, IsSup "
+                      f"{at['abstain_issup']:g}; in-sample, so an upper bound of what `selfrag calibrate` on your documents "
+                      f"gives) the chat model answers {count('docs', 'answerable')} docs questions right and abstains on "
+                      f"{count('docs', 'near_miss')} near misses; on SQuAD {count('squad', 'answerable')} right and "
+                      f"{count('squad', 'unanswerable')} abstained.")
+    head = result(CHAT_MODEL_RUNS[0][0])
+    return (f"`{command(head)}` (measured {when(head)} on {machine(head)}; the other rows from their results "
+            "files, the same questions):\n\n" + "\n".join(rows) + fitted)
+
+
 #: block name -> renderer
 BLOCKS: dict[str, Callable[[], str]] = {
     "retrieval_recall": render_retrieval_recall,
@@ -375,11 +461,15 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "index_scale": render_index_scale,
     "trust": render_trust,
     "trust_summary": render_trust_summary,
-    "project_docs": render_project_docs,
+    "project_docs": lambda: render_project_docs(shipped(family("project_docs"))),
+    "project_docs_candidates": lambda: render_project_docs(candidates(family("project_docs"))),
     "trust_compare": render_trust_compare,
-    "backend_agreement": render_backend_agreement,
-    "model_cost": render_model_cost,
+    "backend_agreement": lambda: render_backend_agreement(shipped(family("backend_agreement"))),
+    "backend_agreement_candidates": lambda: render_backend_agreement(candidates(family("backend_agreement"))),
+    "model_cost": lambda: render_model_cost(shipped(family("model_cost"))),
+    "model_cost_candidates": lambda: render_model_cost(candidates(family("model_cost"))),
     "format_reading": render_format_reading,
+    "chat_model_trust": render_chat_model_trust,
 }
 
 
@@ -387,12 +477,22 @@ def block_files() -> set[str]:
     """The results files (by name) that the blocks of :data:`BLOCKS` are rendered from."""
     return {*CRITIQUE_FILES, *THROUGHPUT_FILES, "retrieval_recall", "embeddings", "embeddings_ops", "index_scale",
             "trust_suite", *family("project_docs"), *family("trust_compare_"), *family("backend_agreement"),
-            *family("model_cost"), *family("format_reading")}
+            *family("model_cost"), *family("format_reading"), *(name for name, _ in CHAT_MODEL_RUNS)}
+
+
+def figure_spec(spec: str) -> str:
+    """``FILE#KEY.PATH[:FORMAT]`` of an inline figure's spec: itself, or what its short key stands for
+    (ValueError for an unknown key)."""
+    if "#" in spec:
+        return spec
+    if spec not in FIGURES:
+        raise ValueError(f"inline figure {spec!r}: no such key in benchmarks/{FIGURES_FILE.name}")
+    return FIGURES[spec]
 
 
 def inline_figure(spec: str) -> str:
-    """The text of one inline figure ``FILE#KEY.PATH[:FORMAT]`` (ValueError when the spec is bad)."""
-    file, _, key = spec.partition("#")
+    """The text of one inline figure ``FILE#KEY.PATH[:FORMAT]`` or short key (ValueError when the spec is bad)."""
+    file, _, key = figure_spec(spec).partition("#")
     key, _, fmt = key.partition(":")
     path = (ROOT / file).resolve()
     if not key or not any(path.is_relative_to(folder) for folder in SHIPPED):
@@ -445,7 +545,8 @@ def check_pages(texts: Mapping[str, str]) -> list[str]:
     """What differs from its files on any page (page name -> text), each figure outside a block, and each block
     of :data:`BLOCKS` that no page has."""
     problems = [f"{name}: {problem}" for name, text in texts.items()
-                for problem in [*check(text), *(f"figure outside a figures block: {x!r}" for x in stray_figures(text))]]
+                for problem in [*check(text), *(f"figure outside a figures block: {x!r}" for x in
+                                                ([] if name == rel(LOG) else stray_figures(text)))]]
     placed = {block for text in texts.values() for block in blocks_in(text)}
     problems += [f"no page has a figures:{name} block" for name in BLOCKS if name not in placed]
     return problems

@@ -58,6 +58,7 @@ from langchain_core.retrievers import BaseRetriever
 
 from langchain_selfrag.abstention import AbstentionCalibration
 from langchain_selfrag.config import ANSWER_FORMS
+from langchain_selfrag.config_flags import add_chat_model_flags
 from langchain_selfrag.evaluation.common.selective import (
     Outcome,
     plot_risk_coverage,
@@ -283,12 +284,14 @@ def run_kind(kind: str, split: str, args: argparse.Namespace, lm: Any, out_file:
         chain = SelfRAGChain(lm, store, config)
         with out_file.open("a", encoding="utf-8") as fh:
             for q in tqdm(todo, desc=f"{kind}/{split}", file=sys.stderr):
+                started = time.perf_counter()
                 if q["part"] == "noise_only":
                     retriever = NoiseOnlyRetriever(store=store, answers=q["answers"], k=config.k)
                     out = SelfRAGChain(lm, retriever, config).invoke(q["question"])
                 else:
                     out = chain.invoke(q["question"])
-                fh.write(json.dumps({"kind": kind, "split": split, **record(q, out)}) + "\n")
+                seconds = round(time.perf_counter() - started, 2)
+                fh.write(json.dumps({"kind": kind, "split": split, **record(q, out), "seconds": seconds}) + "\n")
                 fh.flush()
     return len(todo)
 
@@ -427,8 +430,10 @@ def summarize(records: Sequence[Mapping[str, Any]], *, confidence: str = "chain"
                        "selective": selective,
                        "answerable_only": {k: answerable_only[k] for k in ("coverage", "selective_accuracy", "aurc",
                                                                             "aurc_optimal", "selective_accuracy_at_0.6")}}
+    timed = [r["seconds"] for r in records if isinstance(r.get("seconds"), (int, float))]
     return {"confidence": confidence, "kinds": kinds,
-            "all_bars_hold": all(p.get("holds", True) for k in kinds.values() for p in k["parts"].values())}
+            "all_bars_hold": all(p.get("holds", True) for k in kinds.values() for p in k["parts"].values()),
+            "seconds_per_question": {"n": len(timed), "mean": round(sum(timed) / len(timed), 2) if timed else None}}
 
 
 #: The calibration kind of each suite part (what the right behaviour is).
@@ -490,6 +495,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--judge", help="with --reader: a chat model (file or base name) or a relevance head's .json "
                     "whose IsRel replaces the "
                     "model's (langchain_selfrag.lm.judge); a fitted calibration is the judge's")
+    add_chat_model_flags(ap)
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data"),
                     help="folder with squad2_dev_half.json (the squad kind's test part)")
     ap.add_argument("--parts", type=lambda v: tuple(t for t in v.split(",") if t), default=(),
@@ -533,9 +539,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from langchain_selfrag.graph.context import model_path
         from langchain_selfrag.lm import load_reflection_lm
 
-        model = model_path(args.model)  # a file, or a bundled model's or base's name
         options = {"n_threads": args.threads} if args.threads else {}
-        lm = load_reflection_lm(model, **options)
+        if args.chat_model:  # the chat model's name in the cache folder, where its calibration is kept
+            from langchain_selfrag.graph.context import chat_lm
+
+            lm = chat_lm(args.chat_model, args.base_url)
+            model = str(lm.model_path)
+        else:
+            model = model_path(args.model)  # a file, or a bundled model's or base's name
+            lm = load_reflection_lm(model, **options)
         reader = model_path(args.reader) if args.reader else None
         judge = model_path(args.judge) if args.judge else None  # a head's .json stays a path
         if args.reader:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .config import PAPER_SETTINGS, ConfigError, SelfRAGConfig
-from .config_flags import add_config_flags, config_settings
+from .config_flags import add_chat_model_flags, add_config_flags, config_settings
 from .errors import SelfRAGError
 from .quiet import quiet_llama_cpp, silence_third_party
 
@@ -157,20 +157,26 @@ def _store_given(args: argparse.Namespace) -> bool:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     from .chain import SelfRAGChain
-    from .graph.context import default_lm, default_pair, model_path
+    from .graph.context import chat_lm, default_lm, default_pair, model_path
     from .retrieval import open_store
 
     if args.judge and not args.reader:
         print("selfrag: error: --judge judges the answers of a --reader: give one", file=sys.stderr)
         return 2
+    if args.chat_model and (args.model or args.reader):
+        print("selfrag: error: --chat-model replaces --model and --reader: give one of them", file=sys.stderr)
+        return 2
     config = SelfRAGConfig.from_mapping(_settings(args))
     # Restraint judges a no-retrieval answer against passages of the store when there is one.
     wants_store = config.mode != "never" or (config.rho is not None and _store_given(args))
     store = open_store(args.store, chroma_url=args.chroma_url) if wants_store else None
-    model = model_path(args.model)
+    model = args.chat_model or model_path(args.model)
     if not args.json:
         print(f"loading {model} ...", file=sys.stderr)
-    lm = default_pair(model, args.reader, args.judge) if args.reader else default_lm(model)
+    if args.chat_model:
+        lm = chat_lm(args.chat_model, args.base_url)
+    else:
+        lm = default_pair(model, args.reader, args.judge) if args.reader else default_lm(model)
     fallback = open_store(args.fallback_store) if args.fallback_store else None
     chain = SelfRAGChain(lm, store, config, fallback_retriever=fallback)
     question: dict[str, Any] = {"question": args.question}
@@ -201,8 +207,15 @@ def _add_store_flags(parser: argparse.ArgumentParser) -> None:
                             "it must answer each request within $SELFRAG_CHROMA_TIMEOUT seconds (default 30)")
 
 
+def _shipped_models() -> str:
+    """The bundled models whose adapter ships in this install, for ``--model``'s help."""
+    from .bundled import BUNDLED, bundle_available, bundle_dir
+
+    return ", ".join(name for name in BUNDLED if bundle_available(bundle_dir(name)))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="selfrag", description="Self-RAG for LangChain: index, ask, eval")
+    parser = argparse.ArgumentParser(prog="selfrag", description="Self-RAG for LangChain: index, ask, calibrate, eval")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p_index = sub.add_parser("index", help="index a folder into the store and keep it in step (changed files replaced, "
@@ -227,18 +240,20 @@ def build_parser() -> argparse.ArgumentParser:
     p_ask.add_argument("question")
     _add_store_flags(p_ask)
     p_ask.add_argument("--model", help="Self-RAG GGUF file, HF model folder, hub id, server URL or the name of a "
-                       "bundled model (selfrag-smollm2-135m, selfrag-qwen2.5-coder-0.5b; default: the bundled default) "
+                       f"bundled model ({_shipped_models()}; default: the bundled default) "
                        "or of an untrained base (smollm2-135m-instruct, qwen2.5-coder-0.5b-instruct)")
     p_ask.add_argument("--reader", help="a chat model (file or base name, e.g. qwen2.5-coder-0.5b-instruct) that "
                        "writes the answers, the model judging them (ReaderCriticLM, docs/models.md)")
     p_ask.add_argument("--judge", help="with --reader: a chat model (file or base name, e.g. "
                        "qwen2.5-coder-1.5b-instruct) asked whether each passage states the answer; its IsRel "
                        "replaces the model's; or a relevance head's .json fitted on such a model (RelevanceJudge, docs/models.md)")
+    add_chat_model_flags(p_ask)
     p_ask.add_argument("--json", action="store_true", help="print one JSON object")
     p_ask.add_argument("--verbose", action="store_true",
                        help="let third-party libraries (transformers, llama.cpp) print their bars, warnings and logs")
     p_ask.add_argument("--paper", action="store_true",
-                       help="the paper's behaviour (SelfRAGConfig.paper()): never abstain on evidence, answer closed-book")
+                       help="the paper's abstention settings (SelfRAGConfig.paper()): never abstain on evidence, answer "
+                            "closed-book; the decoding guard stays on unless --no-decoding-guard")
     p_ask.add_argument("--fallback-store", metavar="FOLDER",
                        help="corrective retrieval: when no passage of the store is relevant, retrieve from this store too")
     p_ask.add_argument("--option", action="append", help="an answer option (repeat; implies --closed-set)")
@@ -275,9 +290,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         quiet_llama_cpp(verbose=True)  # llama.cpp's whole log, through a filter that reads its levels right
     else:
         silence_third_party()
+    from .lm.protocol import ReflectionLMError
+
     try:
         return int(args.func(args) or 0)
-    except (SelfRAGError, ConfigError) as exc:
+    except (SelfRAGError, ConfigError, ReflectionLMError) as exc:  # a model that could not answer: said once
         print(f"selfrag: error: {exc}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as exc:

@@ -97,8 +97,10 @@ class SelfRAGConfig:
 
     @classmethod
     def paper(cls, **overrides: Any) -> SelfRAGConfig:
-        """The paper's behaviour: never abstain on evidence (both bars 0) and give closed-book
-        answers; the run still abstains when the model writes no answer text at all."""
+        """The paper's abstention settings: never abstain on evidence (both bars 0), give closed-book
+        answers, judge the model's own words. It differs from the paper's decoding in one knob:
+        ``decoding_guard`` stays on (no empty answers); ``paper(decoding_guard=False)`` decodes as the
+        paper does. The run still abstains when the model writes no answer text at all."""
         return cls.from_mapping(PAPER_SETTINGS, **overrides)
 
     def __post_init__(self) -> None:

@@ -69,3 +69,15 @@ def add_config_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup,
 def config_settings(args: argparse.Namespace, names: Iterable[str] | None = None) -> dict[str, Any]:
     """The SelfRAGConfig settings given on the command line (flags left out are not in it)."""
     return {f.name: getattr(args, f.name) for f in config_fields(names) if getattr(args, f.name, None) is not None}
+
+
+def add_chat_model_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--chat-model provider:model`` and ``--base-url URL``: Self-RAG over any LangChain chat model."""
+    parser.add_argument("--chat-model", metavar="PROVIDER:MODEL",
+                        help="instead of a Self-RAG model, a LangChain chat model by init_chat_model's name "
+                             "(openai:gpt-4o-mini, ollama:qwen2.5-coder:1.5b; needs the openai extra) or a local chat "
+                             "GGUF (a .gguf file or a base's name: qwen2.5-coder-1.5b-instruct), asked one question per "
+                             "reflection group and read from its token probabilities (ChatReflectionLM, docs/chat-models.md)")
+    parser.add_argument("--base-url", metavar="URL",
+                        help="with --chat-model: the server it talks to (an OpenAI-compatible /v1 of vLLM, "
+                             "llama.cpp's server or Ollama)")

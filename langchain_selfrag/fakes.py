@@ -30,11 +30,16 @@ uniformly by prompt ``i``'s seeded stream ``(seed, i)``, as a real backend's sam
 
 from __future__ import annotations
 
+import math
 import random
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
 
 from . import tokens as T
 from .lm.protocol import Generation, ReflectionPoint, TokenCallback, guard_flags
@@ -269,3 +274,51 @@ class FakeReflectionLM:
     def calls_of(self, name: str) -> list[Any]:
         """Arguments of every recorded call to ``name`` (``generate`` or ``candidate_probs``)."""
         return [args for kind, args in self.calls if kind == name]
+
+
+class FakeLogprobsChatModel(BaseChatModel):
+    """A scripted LangChain chat model that reports token log-probabilities as ChatOpenAI does.
+
+    The test double for :class:`~langchain_selfrag.lm.ChatReflectionLM`. ``script`` is a list of
+    ``(pattern, reply, first_token_probs)``: the first pattern (a regular expression) found in the
+    user's turn gives the reply text and the probabilities of its first token's alternatives
+    (``{"Yes": 0.9, "No": 0.1}``); ``default`` answers the rest. With ``logprobs=False`` replies carry
+    none, as an integration with them turned off. ``calls`` counts the conversations answered::
+
+        from langchain_selfrag.fakes import FakeLogprobsChatModel
+
+        chat = FakeLogprobsChatModel(script=[
+            (r"Passage \\(Paris\\)(?s:.*)Does the passage", "Yes", {"Yes": 0.95, "No": 0.05}),
+            (r"Answer the question from the passage", "Paris is the capital.", {"Paris": 1.0}),
+        ])
+    """
+
+    script: list[tuple[str, str, dict[str, float]]] = []
+    default: tuple[str, dict[str, float]] = ("No", {"No": 0.8, "Yes": 0.2})
+    logprobs: bool = True
+    calls: int = 0
+
+    @property
+    def _llm_type(self) -> str:
+        return "fake-logprobs-chat"
+
+    def _reply(self, user: str) -> tuple[str, dict[str, float]]:
+        for pattern, reply, probs in self.script:
+            if re.search(pattern, user):
+                return reply, probs
+        return self.default
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        user = next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), "")
+        reply, probs = self._reply(user)
+        self.calls += 1
+        meta: dict[str, Any] = {"finish_reason": "stop"}
+        if self.logprobs:
+            tops = [{"token": tok, "logprob": math.log(p)} for tok, p in probs.items() if p > 0]
+            words = re.findall(r"\S+\s*", reply) or [reply]
+            first = max(tops, key=lambda t: t["logprob"]) if tops else {"token": words[0], "logprob": 0.0}
+            content = [{"token": first["token"], "logprob": first["logprob"], "top_logprobs": tops}]
+            content += [{"token": w, "logprob": -0.1, "top_logprobs": []} for w in words[1:]]
+            meta["logprobs"] = {"content": content}
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(reply, response_metadata=meta))])

@@ -81,7 +81,9 @@ def shared_data() -> Path:
 #: (``--dist loadfile --no-loadscope-reorder``), and a long file handed out last keeps one worker busy after the
 #: others have finished.
 LONGEST_FIRST = (
-    "integration_tests/test_lm_vllm.py", "integration_tests/test_abstention.py",
+    "integration_tests/test_lm_vllm.py", "integration_tests/test_chat_models_quickstart.py",
+    "integration_tests/test_chat_reflection_server.py", "integration_tests/test_docs_examples.py",
+    "integration_tests/test_abstention.py",
     "integration_tests/test_passage_budget.py", "integration_tests/test_shutdown.py",
     "integration_tests/test_concurrent_serving.py", "integration_tests/test_lm_remote.py",
     "integration_tests/test_bundled_end_to_end.py", "training/test_training_sft.py",

@@ -49,7 +49,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from ..abstention import calibrated_config, sidecar_path
     from ..chain import SelfRAGChain
     from ..config import SelfRAGConfig
-    from ..graph.context import default_lm, default_pair, model_path
+    from ..graph.context import chat_lm, default_lm, default_pair, model_path
     from ..jsonl import iter_jsonl
     from ..retrieval import open_store
     from .fit import RULES, calibration, collect
@@ -59,6 +59,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         raise CalibrateError(f"--rule must be one of {', '.join(RULES)}")
     if args.judge and not args.reader:
         raise CalibrateError("--judge judges the answers of a --reader: give one")
+    if args.chat_model and (args.model or args.reader):
+        raise CalibrateError("--chat-model replaces --model and --reader: give one of them")
     store = open_store(args.store, chroma_url=args.chroma_url)
     if args.questions:
         try:
@@ -74,15 +76,17 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if not any(q.kind == "answerable" for q in questions):
         raise CalibrateError("no answerable question to calibrate on: give labelled ones with --questions FILE")
     critic = model_path(args.model)
-    # the file whose calibration the chain reads (ReaderCriticLM.model_path): the judge's, when there is one
-    model = model_path(args.judge) if args.judge else critic
+    chat = chat_lm(args.chat_model, args.base_url) if args.chat_model else None
+    # the file whose calibration the chain reads (ReaderCriticLM.model_path): the judge's, when there is one;
+    # a chat model's name in the cache folder (ChatReflectionLM.model_path), where no file need be
+    model = str(chat.model_path) if chat is not None else model_path(args.judge) if args.judge else critic
     out = Path(args.out) if args.out else sidecar_path(model)
-    if not args.out and not Path(model).is_file():
+    if not args.out and chat is None and not Path(model).is_file():
         raise CalibrateError(f"{model} is not a model file: say where to write the calibration with --out")
     print(f"calibrating {Path(model).name} on {len(questions)} questions "
           f"({', '.join(f'{k} {sum(q.kind == k for q in questions)}' for k in ('answerable', 'near_miss', 'off_topic'))})",
           file=sys.stderr)
-    lm = default_pair(critic, args.reader, args.judge) if args.reader else default_lm(critic)
+    lm = chat or (default_pair(critic, args.reader, args.judge) if args.reader else default_lm(critic))
     # the paper preset sets both bars, so a sidecar fitted for another file (about to be replaced) is no error
     form = args.answer_form or calibrated_config(SelfRAGConfig.paper(answer_form=None), lm).answer_form
     chain = SelfRAGChain(lm, store, SelfRAGConfig.paper(k=args.k, answer_form=form))
@@ -120,6 +124,7 @@ def format_calibration(cal: Any, path: Path) -> str:
 
 def register(sub: Any) -> None:
     """Add ``calibrate`` to the ``selfrag`` command's subparsers."""
+    from ..config_flags import add_chat_model_flags
     from ..retrieval import DEFAULT_STORE
 
     p = sub.add_parser("calibrate", help="fit the model's abstention bars on questions about the store's documents")
@@ -132,6 +137,7 @@ def register(sub: Any) -> None:
                                      "the pair is calibrated (see selfrag ask --reader)")
     p.add_argument("--judge", help="with --reader: a chat model (file or base name) that judges relevance, or a "
                                     "relevance head's .json; the bars are written beside that file (see selfrag ask --judge)")
+    add_chat_model_flags(p)
     p.add_argument("--questions", metavar="FILE",
                    help="labelled questions, JSONL {question, kind?, answers?, source?}; default: generated from the store")
     p.add_argument("--answerable", type=int, default=40, help="generated answerable questions at most")

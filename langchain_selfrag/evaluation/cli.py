@@ -52,9 +52,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model",
         action=_ModelAction,
-        help="GGUF file or HF model dir (default: the bundled model, else SmolLM2); bio: NAME=PATH (repeatable) "
-        "adds a trained model as system NAME",
+        help="GGUF file or HF model dir (default: the bundled model; when it cannot be built, an error names what "
+        "to install); bio: NAME=PATH (repeatable) adds a trained model as system NAME",
     )
+    parser.add_argument("--chat-model", metavar="PROVIDER:MODEL",
+                        help="a LangChain chat model by init_chat_model's name (openai:gpt-4o-mini): on a QA data set "
+                             "the reflection model instead of --model, read from its token log-probabilities "
+                             "(ChatReflectionLM); bio: the model of --judge chat / --splitter llm")
+    parser.add_argument("--base-url", metavar="URL", help="with --chat-model: the server it talks to")
     parser.add_argument("--out", help="output directory (default: runs/eval-DATASET); an existing run resumes")
     parser.add_argument(
         "--retrieval",

@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 #: Extra context keys that are not SelfRAGConfig fields.
 CONTEXT_KEYS = ("lm", "retriever", "retriever_timeout", "max_question_chars", "model", "reader", "judge",
-                "store",
+                "chat_model", "base_url", "store",
                 "chroma_url", "claim_splitter", "claim_scorer", "rewrite", "fallback_retriever")
 
 
@@ -69,6 +69,8 @@ class ServerContext(TypedDict, total=False):
     (:class:`~langchain_selfrag.lm.reader.ReaderCriticLM`; default: none, ``model`` writes them);
     ``judge``: with ``reader``, a chat model (file or base name) whose IsRel replaces ``model``'s
     (:class:`~langchain_selfrag.lm.judge.RelevanceJudge`), or a relevance head's ``.json`` (:func:`load_judge`);
+    ``chat_model``: instead of ``model``, a LangChain chat model by name (``openai:qwen``; :func:`chat_lm`)
+    whose token log-probabilities give the reflection, on the server at ``base_url`` when given;
     ``store``: Chroma store folder (default: ``$SELFRAG_STORE`` or ``.selfrag/store``);
     ``chroma_url``: a Chroma server, ``http[s]://HOST[:PORT]``, instead of a folder (default:
     ``$SELFRAG_CHROMA_URL``). Give ``store`` or ``chroma_url``, not both.
@@ -100,6 +102,8 @@ class ServerContext(TypedDict, total=False):
     model: str
     reader: str
     judge: str
+    chat_model: str
+    base_url: str
     store: str
     chroma_url: str
 
@@ -126,7 +130,12 @@ def resolve_context(value: Any) -> SelfRAGContext:
             reader, judge = extras.get("reader"), extras.get("judge")
             if judge and not reader:
                 raise ValueError("the context's 'judge' judges the answers of a 'reader': give one")
-            ctx.lm = default_pair(extras.get("model"), reader, judge) if reader else default_lm(extras.get("model"))
+            if extras.get("chat_model"):
+                if extras.get("model") or reader:
+                    raise ValueError("the context's 'chat_model' replaces 'model' and 'reader': give one of them")
+                ctx.lm = chat_lm(extras["chat_model"], extras.get("base_url"))
+            else:
+                ctx.lm = default_pair(extras.get("model"), reader, judge) if reader else default_lm(extras.get("model"))
         if ctx.retriever is None:
             ctx.retriever = default_store(extras.get("store"), chroma_url=extras.get("chroma_url"))
         return _scheduled(with_model_bars(ctx))
@@ -229,6 +238,26 @@ def default_pair(model: str | None, reader: str, judge: str | None = None) -> An
 
     return ReaderCriticLM(default_lm(model), default_lm(reader),
                           judge=load_judge(judge, load=lambda path, **_: default_lm(path)) if judge else None)
+
+
+@_cached_until_closed
+def chat_lm(spec: str, base_url: str | None = None) -> Any:
+    """Load (once per name and server) the :class:`~langchain_selfrag.lm.chat_reflection.ChatReflectionLM`
+    over the LangChain chat model ``spec`` names (``provider:model``, :func:`~langchain_selfrag.lm.chat_models.init_chat`),
+    or over a local chat GGUF (a ``.gguf`` file or a base model's name, e.g. ``qwen2.5-coder-1.5b-instruct``,
+    loaded as :func:`default_lm` loads it)."""
+    from ..bundled.bases import is_base_name
+    from ..lm import ChatReflectionLM, ReflectionLMError
+    from ..lm.chat_models import init_chat
+
+    if is_base_name(spec) or spec.endswith(".gguf"):
+        if base_url:
+            raise ModelLoadError(f"--base-url is for a chat model on a server; {spec} runs here")
+        return ChatReflectionLM(default_lm(model_path(spec)))
+    try:
+        return ChatReflectionLM(init_chat(spec, base_url))
+    except (ReflectionLMError, TypeError, ValueError) as exc:
+        raise ModelLoadError(f"could not load chat model {spec!r}: {exc}") from exc
 
 
 def load_judge(judge: str, *, load: Any = None, **options: Any) -> Any:

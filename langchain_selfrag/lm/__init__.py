@@ -7,6 +7,9 @@
 * the backends: :mod:`.llamacpp` (GGUF on llama.cpp), :mod:`.transformers_lm` (Hugging Face
   transformers) and :mod:`.remote` (an OpenAI-compatible completions server);
 * :mod:`.scheduler`: one batching scheduler per loaded model;
+* :mod:`.chat_reflection`: :class:`ChatReflectionLM`, Self-RAG over any chat model (a LangChain
+  ``BaseChatModel`` or a local chat GGUF), each reflection group one question read from the reply's
+  token probabilities (:mod:`.chat_questions`, :mod:`.logprobs`, :mod:`.chat_transport`);
 * :mod:`.reader`: :class:`ReaderCriticLM`, a chat model writing the answers that a reflection model
   critiques; :mod:`.judge`: :class:`RelevanceJudge`, a chat model judging relevance for it.
 """
@@ -19,12 +22,17 @@ from typing import Any, Literal
 
 from .base import ReflectionLMBase
 from .protocol import Generation, ReflectionLM, ReflectionLMError, ReflectionPoint
+from .chat_questions import ReflectionQuestions
+from .chat_reflection import ChatReflectionLM
+from .chat_transport import ChatModelError, chat_model_of
 from .judge import JudgePrompt, RelevanceJudge
 from .reader import ReaderCriticLM
 
 Backend = Literal["auto", "llamacpp", "transformers", "openai"]
 
 __all__ = [
+    "ChatModelError",
+    "ChatReflectionLM",
     "Generation",
     "JudgePrompt",
     "ReflectionLM",
@@ -33,6 +41,7 @@ __all__ = [
     "RelevanceJudge",
     "ReflectionLMError",
     "ReflectionPoint",
+    "ReflectionQuestions",
     "is_url",
     "load_reflection_lm",
     "resolve_backend",
@@ -61,12 +70,17 @@ def resolve_backend(path_or_id: str | os.PathLike, backend: Backend = "auto") ->
     return "transformers"
 
 
-def load_reflection_lm(path_or_id: str | os.PathLike, backend: Backend = "auto", **options: Any) -> ReflectionLMBase:
+def load_reflection_lm(path_or_id: Any, backend: Backend = "auto", **options: Any) -> Any:
     """Load a Self-RAG reflection LM, picking the backend from the path unless told.
 
     Options go to :class:`LlamaCppReflectionLM`, :class:`TransformersReflectionLM` or, for an
-    ``http(s)://host:port/v1`` URL (backend ``openai``), :class:`RemoteReflectionLM`.
+    ``http(s)://host:port/v1`` URL (backend ``openai``), :class:`RemoteReflectionLM`. A LangChain chat
+    model (``ChatOpenAI(...)``, ``ChatOllama(...)``, any ``BaseChatModel``) becomes a
+    :class:`ChatReflectionLM` that reads each reflection group from its token log-probabilities; the
+    options go to it (``writer``, ``write_top``, ``max_concurrency``...).
     """
+    if chat_model_of(path_or_id) is not None:
+        return ChatReflectionLM(path_or_id, **options)
     chosen = resolve_backend(path_or_id, backend)
     if chosen == "openai":
         if not is_url(path_or_id):

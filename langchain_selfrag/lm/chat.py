@@ -45,6 +45,25 @@ def split_selfrag_prompt(prompt: str) -> ReaderTurn:
     return ReaderTurn(instruction, T.strip_reflection_tokens(rest), title or None, passage)
 
 
+def split_critique_prompt(prompt: str) -> tuple[ReaderTurn, str]:
+    """The turn of a Self-RAG prompt that goes on past its last passage, and the answer written after it.
+
+    ``prompt`` is a Self-RAG prompt whose last evidence paragraph may be followed by reflection tokens
+    and answer text (what IsSup and IsUse are read after); the turn holds that passage, and the answer
+    is the visible text after it. Without evidence, the answer is the visible text of the response.
+    """
+    head = split_selfrag_prompt(prompt)  # checks the layout
+    rest = prompt[len(_HEAD):].split(_RESPONSE, 1)[1]
+    at = rest.rfind(_EVIDENCE_OPEN)
+    end = rest.find(T.PARAGRAPH_END, at) if at >= 0 else -1
+    if at < 0 or end < 0:
+        return ReaderTurn(head.instruction, ""), T.strip_reflection_tokens(rest)
+    title, _, passage = rest[at + len(_EVIDENCE_OPEN) : end].partition("\n")
+    after = rest[end + len(T.PARAGRAPH_END):]
+    return (ReaderTurn(head.instruction, T.strip_reflection_tokens(rest[:at]), title or None, passage),
+            T.strip_reflection_tokens(after))
+
+
 def chatml(system: str, user: str, assistant: str = "") -> str:
     """A ChatML conversation (Qwen2.5's layout) open at the assistant's turn."""
     return (f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n"

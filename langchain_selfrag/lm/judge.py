@@ -29,6 +29,8 @@ from typing import Any
 
 from .. import tokens as T
 from .chat import ChatPrompt, ReaderTurn
+from .chat_questions import ReflectionQuestions
+from .chat_transport import LocalChat
 from .relevance_head import RelevanceHead, RelevanceHeadError
 from .scheduler import scheduler_for
 
@@ -37,8 +39,7 @@ from .scheduler import scheduler_for
 class JudgePrompt(ChatPrompt):
     """The judge's question about one passage, in a chat layout, and the two words it answers with."""
 
-    ask: str = ("Passage ({title}):\n{passage}\n\nQuestion: {question}\n\n"
-                "Does the passage state the answer to the question? Answer Yes or No.")
+    ask: str = ReflectionQuestions.isrel  # the IsRel question every chat model is asked (.chat_questions)
     yes: str = "Yes"
     no: str = "No"
 
@@ -115,5 +116,6 @@ class RelevanceJudge:
             relevant = self.head.relevant(self.lm.last_hidden(prompts))
             return [{T.RELEVANT: float(r), T.IRRELEVANT: 1.0 - float(r)} for r in relevant]
         words = [self.prompt.yes, self.prompt.no]
-        probs = self.lm.candidate_probs(prompts, words)
-        return [isrel_from_answer(p.get(words[0], 0.0), p.get(words[1], 0.0)) for p in probs]
+        probs = LocalChat(self.lm, self.prompt.chat).word_probs(
+            [(self.prompt.system, self.prompt.fill(self.prompt.ask, t)) for t in turns], [words] * len(turns))
+        return [isrel_from_answer(p[words[0]], p[words[1]]) for p in probs]

@@ -33,6 +33,7 @@ from typing import Any
 
 from .. import tokens as T
 from .chat import ChatPrompt, ReaderTurn, chat_safe, chatml, split_selfrag_prompt
+from .chat_questions import ReflectionQuestions
 from .judge import RelevanceJudge
 from .protocol import Generation, ReflectionLMError, ReflectionPoint, TokenCallback
 from .scheduler import scheduler_for, unwrap
@@ -44,9 +45,9 @@ __all__ = ["ReaderCriticLM", "ReaderPrompt", "ReaderTurn", "chat_safe", "chatml"
 class ReaderPrompt(ChatPrompt):
     """How a turn becomes the reader's prompt: a chat layout and the words of the user's turn."""
 
-    with_passage: str = ("Answer the question from the passage, briefly.\n\nPassage ({title}):\n{passage}\n\n"
-                         "Question: {question}")
-    without_passage: str = "Answer the question briefly.\n\nQuestion: {question}"
+    # the answer's request every chat model gets (.chat_questions)
+    with_passage: str = ReflectionQuestions.answer_with_passage
+    without_passage: str = ReflectionQuestions.answer_without_passage
 
     def __call__(self, turn: ReaderTurn) -> str:
         user = self.fill(self.without_passage if turn.passage is None else self.with_passage, turn)

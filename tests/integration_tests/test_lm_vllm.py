@@ -213,3 +213,24 @@ def test_answers_through_vllm_match_llamacpp(answers: dict[str, list[dict[str, A
     local_right = sum(correct(q, b) for q, _, b in answerable)
     # Measured on the EPYC: both right on all 15 answerable corpus questions.
     assert served_right >= len(answerable) - 1 and served_right >= local_right - 1, (served_right, local_right)
+
+
+def test_chat_openai_over_vllm_reads_each_reflection_group(vllm_url: str, llamacpp_lm: Any) -> None:
+    """``ChatOpenAI`` talking to the same vLLM server, wrapped by ``load_reflection_lm``: each group is one
+    chat question read from the top log-probabilities vLLM returns, the same judgement as the question asked of
+    the bundled GGUF on llama.cpp in this process (exact word probabilities, Q8_0 rounding)."""
+    langchain_openai = pytest.importorskip("langchain_openai", reason="needs the openai extra")
+    from langchain_selfrag.lm import ChatReflectionLM, load_reflection_lm
+
+    chat = langchain_openai.ChatOpenAI(model=MODEL_NAME, base_url=vllm_url, api_key="none", max_retries=0)
+    served, local = load_reflection_lm(chat), ChatReflectionLM(llamacpp_lm)
+    asked = ANSWERABLE[0]
+    question = P.format_prompt(asked.question)
+    evidence = P.with_evidence(question, asked.source, DOCUMENTS[asked.source])
+    for group, prompts in ((T.Kind.RETRIEVE, [question]), (T.Kind.ISREL, [evidence])):
+        far, near = served.candidate_probs(prompts, T.GROUPS[group]), local.candidate_probs(prompts, T.GROUPS[group])
+        assert sum(far[0].values()) == pytest.approx(1.0)
+        assert worst_difference(far, near) < Q8_TOL, (group, far, near)
+    gen, = served.generate([evidence], max_new_tokens=16, first_candidates=T.GROUPS[T.Kind.ISREL])
+    assert gen.answer and gen.probs_for(T.Kind.ISSUP) and gen.probs_for(T.Kind.ISUSE)
+    assert gen.cumulative_logprob < 0.0

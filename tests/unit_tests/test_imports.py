@@ -15,8 +15,8 @@ EXPECTED_ALL = {
         "compile_graph", "load_reflection_lm",
     ],
     "langchain_selfrag.lm": [
-        "Generation", "JudgePrompt", "ReaderCriticLM", "RelevanceJudge", "ReflectionLM", "ReflectionLMBase", "ReflectionLMError", "ReflectionPoint", "is_url",
-        "load_reflection_lm", "resolve_backend",
+        "ChatModelError", "ChatReflectionLM", "Generation", "JudgePrompt", "ReaderCriticLM", "RelevanceJudge", "ReflectionLM", "ReflectionLMBase", "ReflectionLMError", "ReflectionPoint",
+        "ReflectionQuestions", "is_url", "load_reflection_lm", "resolve_backend",
     ],
     "langchain_selfrag.graph": [
         "ABSTAIN_ANSWER", "Beam", "Candidate", "InputState", "OutputState", "SelfRAGContext", "SelfRAGState",

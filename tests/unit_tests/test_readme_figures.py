@@ -1,5 +1,5 @@
-"""The measured figures of the README, CONTRIBUTING.md and docs/ equal the results files that shipped scripts wrote
-(no model, no ../shared)."""
+"""The measured figures of the README, CONTRIBUTING.md, docs/ and the cookbook's log of experiments equal the results
+files that shipped scripts wrote (no model, no ../shared)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from benchmarks.record import MACHINE_KEYS, REQUIRED_KEYS, RESULTS_DIR, load
 
 README = rf.README.read_text()
 PAGES = {rf.rel(path): path.read_text() for path in rf.pages()}
+USER_PAGES = sorted(set(PAGES) - {rf.rel(rf.LOG)})
 RESULT_FILES = sorted(RESULTS_DIR.glob("*.json"))
 
 
@@ -20,18 +21,29 @@ def page_with(block: str) -> str:
     return next(text for text in PAGES.values() if block in rf.blocks_in(text))
 
 
-def test_the_pages_are_the_readme_contributing_and_every_docs_page():
-    assert {"README.md", "CONTRIBUTING.md", "docs/index.md"} <= set(PAGES)
-    assert set(PAGES) - {"README.md", "CONTRIBUTING.md"} == {rf.rel(p) for p in rf.DOCS.glob("*.md")}
+def test_the_pages_are_the_readme_contributing_every_docs_page_and_the_log():
+    assert {"README.md", "CONTRIBUTING.md", "docs/index.md", "cookbook/EXPERIMENTS.md"} <= set(PAGES)
+    assert set(USER_PAGES) - {"README.md", "CONTRIBUTING.md"} == {rf.rel(p) for p in rf.DOCS.glob("*.md")}
 
 
 def test_every_figure_of_every_page_matches_its_files():
     assert rf.check_pages(PAGES) == []
 
 
-@pytest.mark.parametrize("name", sorted(PAGES))
-def test_no_page_has_figures_outside_the_blocks(name):
+@pytest.mark.parametrize("name", USER_PAGES)
+def test_no_user_page_has_figures_outside_the_blocks(name):
     assert rf.stray_figures(PAGES[name]) == []
+
+
+def test_the_log_may_quote_figures_of_runs_not_in_the_repository():
+    typed = "v8 matched 0.640 against 0.700 for v4.\n"
+
+    def problems(name: str) -> list[str]:
+        return [p for p in rf.check_pages({name: typed}) if p.startswith(name)]
+
+    assert problems(rf.rel(rf.LOG)) == []
+    assert problems("docs/x.md") == ["docs/x.md: figure outside a figures block: '0.640'",
+                                     "docs/x.md: figure outside a figures block: '0.700'"]
 
 
 def test_every_block_stands_on_a_page_and_a_lost_one_is_reported():
@@ -73,6 +85,42 @@ def test_an_inline_figure_is_checked_against_its_file():
     assert rf.stray_figures(good) == []
     assert inline_problems(README + bad) == [f"figure {CARD_FIGURE}: the page has '0.999', the file gives {value!r}"]
     assert rf.rendered(README + bad).endswith(good)
+
+
+def test_a_short_key_stands_for_its_file_and_path():
+    key = "card_eval.match-no_retrieval"
+    assert rf.FIGURES[key] == CARD_FIGURE and rf.inline_figure(key) == rf.inline_figure(CARD_FIGURE)
+    text = f"match <!-- figure {key} -->0.999<!-- /figure --> closed-book"
+    assert rf.check(text) == [f"figure {key}: the page has '0.999', the file gives {rf.inline_figure(key)!r}"]
+    assert rf.rendered(text) == text.replace("0.999", rf.inline_figure(key))
+    assert rf.check("<!-- figure card_eval.nowhere -->1<!-- /figure -->") == [
+        "inline figure 'card_eval.nowhere': no such key in benchmarks/figures.toml"]
+
+
+def test_the_keys_file_names_a_file_per_group():
+    assert rf.figure_keys('[a]\nfile = "F.json"\nx = "figures.x:d"\n') == {"a.x": "F.json#figures.x:d"}
+    with pytest.raises(ValueError, match=r"\[a\] names no file"):
+        rf.figure_keys('[a]\nx = "figures.x:d"\n')
+
+
+def test_every_key_is_used_by_a_page_and_the_user_pages_use_keys():
+    used = {m["spec"] for text in PAGES.values() for m in rf.inline_figures(text)}
+    assert set(rf.FIGURES) - used == set()
+    spelled = {name: [m["spec"] for m in rf.inline_figures(PAGES[name]) if "#" in m["spec"]] for name in PAGES}
+    assert {name: specs for name, specs in spelled.items() if specs} == {}
+
+
+def test_candidates_rows_stand_in_the_log_only():
+    for name in USER_PAGES:
+        body = "".join(rf.blocks_in(PAGES[name]).values())
+        assert not any(f"benchmarks/results/{c}.json" in body for c in rf.CANDIDATES), name
+    log = "".join(rf.blocks_in(PAGES[rf.rel(rf.LOG)]).values())
+    assert all(f"benchmarks/results/{c}.json" in log for c in rf.CANDIDATES)
+
+
+def test_commands_show_no_scratch_folder():
+    data = {"command": "python benchmarks/trust_suite.py --out runs/trust/x1 --data=../shared/data --json f.json"}
+    assert rf.command(data) == "python benchmarks/trust_suite.py --out DIR --data=DIR --json f.json"
 
 
 def test_an_inline_figure_must_come_from_a_shipped_results_file():
@@ -126,7 +174,7 @@ def test_results_files_parse_and_carry_the_machine(path):
 
 
 def test_results_files_are_the_ones_the_pages_use():
-    inline = {m["spec"].split("#")[0] for text in PAGES.values() for m in rf.inline_figures(text)}
+    inline = {rf.figure_spec(m["spec"]).split("#")[0] for text in PAGES.values() for m in rf.inline_figures(text)}
     used = {*rf.block_files(),
             *(p.removeprefix("benchmarks/results/").removesuffix(".json") for p in inline
               if p.startswith("benchmarks/results/"))}

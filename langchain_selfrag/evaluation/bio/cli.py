@@ -64,8 +64,6 @@ def add_bio_arguments(parser: argparse.ArgumentParser) -> None:
                             "agreement with them")
     group.add_argument("--judge-threshold", type=float, default=0.5, help="IsSup judge: true iff score > this")
     group.add_argument("--judge-passages", type=int, help="judge against only the first N passages")
-    group.add_argument("--chat-model", help="chat model for --judge chat / --splitter llm "
-                       "(langchain's init_chat_model spec, e.g. openai:gpt-4o-mini)")
     group.add_argument("--splitter", default="sentence", choices=("sentence", "llm"),
                        help="claims: one per sentence (default) or P_splitter through --chat-model")
     group.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples (default 1000)")
@@ -123,7 +121,7 @@ def run_bio_command(args: argparse.Namespace, *, load_model: Callable[[str], Any
     judge: Any = None
     splitter: Any = None
     if args.judge == "chat" or args.splitter == "llm":
-        chat = chat_model(args.chat_model)
+        chat = chat_model(args.chat_model, getattr(args, "base_url", None))
         if args.judge == "chat":
             judge = ChatJudge(chat, max_passages=args.judge_passages or 10, model_name=args.chat_model)
         if args.splitter == "llm":

@@ -25,13 +25,21 @@ def load_model(path: str) -> Any:
     return load_reflection_lm(path)
 
 
-def chat_model(spec: str | None) -> Any:
+def chat_model(spec: str | None, base_url: str | None = None) -> Any:
     """A LangChain chat model from an ``init_chat_model`` spec (needs the ``langchain`` package)."""
+    from ...lm.chat_models import init_chat
+    from ...lm.protocol import ReflectionLMError
+
     if not spec:
         raise EvalError("--judge chat and --splitter llm need --chat-model SPEC")
     try:
-        from langchain.chat_models import init_chat_model  # type: ignore[import-not-found]
-    except ImportError as exc:
-        raise EvalError("--chat-model needs the langchain package (pip install langchain and the provider's "
-                        "package), or call run_bio with any chat model as judge") from exc
-    return init_chat_model(spec)
+        return init_chat(spec, base_url)
+    except ReflectionLMError as exc:
+        raise EvalError(str(exc)) from exc
+
+
+def chat_reflection_lm(spec: str, base_url: str | None = None) -> Any:
+    """The :class:`~langchain_selfrag.lm.ChatReflectionLM` over the chat model ``spec`` names."""
+    from ...lm import ChatReflectionLM
+
+    return ChatReflectionLM(chat_model(spec, base_url))

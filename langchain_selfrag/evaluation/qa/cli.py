@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ...config import PAPER_SETTINGS
-from ..common.errors import DatasetError
+from ..common.errors import DatasetError, EvalError
+from ..common.models import chat_reflection_lm
 from ..common.selection import select_examples
 from .loaders import load_corpus, load_dataset, select_articles
 from .report import markdown_table
@@ -53,14 +54,17 @@ def run_qa_command(args: argparse.Namespace, *, load_model: Callable[[str], Any]
     if args.corpus:
         dataset.corpus = load_corpus(args.corpus)
     examples = select_examples(dataset.examples, args.limit, args.sample, args.seed)
-    model = args.model or default_model()
+    chat_model = getattr(args, "chat_model", None)
+    if chat_model and args.model:
+        raise EvalError("--chat-model replaces --model: give one of them")
+    model = chat_model or args.model or default_model()
     out = Path(args.out or Path("runs") / f"eval-{Path(args.dataset).stem}")
     print(
         f"selfrag eval: {len(examples)} questions from {args.dataset} ({dataset.format}), "
         f"{len(systems)} systems, model {model}, output {out}",
         file=sys.stderr,
     )
-    lm = load_model(model)
+    lm = chat_reflection_lm(chat_model, getattr(args, "base_url", None)) if chat_model else load_model(model)
     options = EvalOptions(
         systems=systems,
         retrieval=args.retrieval,

@@ -1,0 +1,92 @@
+"""The reflection groups asked of a chat model in its own layout: one short question each.
+
+A chat model has no reflection tokens, so each Self-RAG decision becomes a question whose answer's
+first token is read as a distribution (:mod:`.logprobs`), and an answer is written with the passage
+in the user's turn. The questions and the words they are answered with live here once, for every
+model that is asked this way (a LangChain chat model over HTTP, a chat GGUF on llama.cpp):
+
+=========  ==============================================  =====================================
+group      question (user's turn)                          answer word -> reflection token
+=========  ==============================================  =====================================
+Retrieve   would documents help answer the question?       Yes -> [Retrieval], No -> [No Retrieval]
+IsRel      does the passage state the answer?              Yes -> [Relevant], No -> [Irrelevant]
+IsSup      does the passage support the answer?            Yes / Partially / No -> IsSup tokens
+IsUse      how useful is the answer, 1 to 5?               1..5 -> [Utility:1..5]
+=========  ==============================================  =====================================
+
+Pure: everything here builds strings and maps words; nothing calls a model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from .. import tokens as T
+from .chat import ReaderTurn, chat_safe
+
+#: A conversation open at the assistant's turn: (system, user).
+Conversation = tuple[str, str]
+
+
+def _frozen(mapping: dict[str, str]) -> Mapping[str, str]:
+    return MappingProxyType(dict(mapping))
+
+
+@dataclass(frozen=True)
+class ReflectionQuestions:
+    """What a chat model is asked for each reflection group and for an answer, and the words it answers with.
+
+    ``answer_words[kind]`` maps each answer word to its reflection token, in the group's order; the
+    first token of the model's reply is read against these words (:func:`~.logprobs.word_probs`).
+    """
+
+    system: str = "You are a helpful assistant."
+    retrieve: str = ("Question: {question}\n\nWould passages from the documents help to answer this question "
+                     "correctly? Answer Yes or No.")
+    isrel: str = ("Passage ({title}):\n{passage}\n\nQuestion: {question}\n\n"
+                  "Does the passage state the answer to the question? Answer Yes or No.")
+    issup: str = ("Passage ({title}):\n{passage}\n\nQuestion: {question}\n\nAnswer: {answer}\n\n"
+                  "Does the passage support the answer? Answer Yes, Partially or No.")
+    isuse: str = ("Question: {question}\n\nAnswer: {answer}\n\nHow useful is this answer to the question, "
+                  "from 1 (not at all) to 5 (it answers the question fully)? Answer with one digit.")
+    answer_with_passage: str = ("Answer the question from the passage, briefly.\n\nPassage ({title}):\n{passage}\n\n"
+                                "Question: {question}")
+    answer_without_passage: str = "Answer the question briefly.\n\nQuestion: {question}"
+    answer_words: Mapping[T.Kind, Mapping[str, str]] = field(default_factory=lambda: MappingProxyType({
+        T.Kind.RETRIEVE: _frozen({"Yes": T.RETRIEVAL, "No": T.NO_RETRIEVAL}),
+        T.Kind.ISREL: _frozen({"Yes": T.RELEVANT, "No": T.IRRELEVANT}),
+        T.Kind.ISSUP: _frozen({"Yes": T.FULLY_SUPPORTED, "Partially": T.PARTIALLY_SUPPORTED, "No": T.NO_SUPPORT}),
+        T.Kind.ISUSE: _frozen({str(i): tok for i, tok in enumerate(T.UTILITY, start=1)}),
+    }))
+
+    def words(self, kind: T.Kind) -> list[str]:
+        """The answer words of a group, in its order."""
+        return list(self.answer_words[kind])
+
+    def tokens_of(self, kind: T.Kind, word_probs: Mapping[str, float]) -> dict[str, float]:
+        """The group's reflection-token probabilities from the probabilities of its answer words."""
+        return {tok: float(word_probs.get(word, 0.0)) for word, tok in self.answer_words[kind].items()}
+
+    def ask(self, kind: T.Kind, turn: ReaderTurn, answer: str | None = None) -> Conversation:
+        """The conversation that asks ``kind`` about ``turn`` (IsRel and IsSup need its passage; IsSup
+        and IsUse the answer)."""
+        template = {T.Kind.RETRIEVE: self.retrieve, T.Kind.ISREL: self.isrel, T.Kind.ISSUP: self.issup,
+                    T.Kind.ISUSE: self.isuse}.get(kind)
+        if template is None:
+            raise ValueError(f"no question for the {kind.value} group")
+        if kind in (T.Kind.ISREL, T.Kind.ISSUP) and turn.passage is None:
+            raise ValueError(f"the {kind.value} question is about a passage; this turn has none")
+        return self.system, fill(template, turn, answer)
+
+    def answer(self, turn: ReaderTurn) -> Conversation:
+        """The conversation that asks for the answer, with the passage in the user's turn when there is one."""
+        template = self.answer_without_passage if turn.passage is None else self.answer_with_passage
+        return self.system, fill(template, turn)
+
+
+def fill(template: str, turn: ReaderTurn, answer: str | None = None) -> str:
+    """``template`` with the turn's title, passage and question (and ``answer``), each made :func:`chat_safe`."""
+    return template.format(title=chat_safe(turn.title or ""), passage=chat_safe(turn.passage or ""),
+                           question=chat_safe(turn.instruction), answer=chat_safe(answer or ""))
