@@ -75,8 +75,10 @@ FIGURES = figure_keys()
 
 def command(data: dict[str, Any]) -> str:
     """A results file's command line, its scratch and data folders (``--out``, ``--data``, ``--workdir``) shown
-    as ``DIR``: where a run kept its records is no part of what it measured."""
-    return re.sub(r"(--(?:out|data|workdir)[ =])\S+", r"\1DIR", data["command"])
+    as ``DIR`` and the scratch file of ``--fit-calibration`` as ``FILE``: where a run kept its records is no
+    part of what it measured."""
+    line = re.sub(r"(--(?:out|data|workdir)[ =])\S+", r"\1DIR", data["command"])
+    return re.sub(r"(--fit-calibration[ =])\S+", r"\1FILE", line)
 
 
 def result(name: str) -> dict[str, Any]:

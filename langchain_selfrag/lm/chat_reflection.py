@@ -33,6 +33,7 @@ from .chat import ReaderTurn, split_critique_prompt, split_selfrag_prompt
 from .chat_questions import Conversation, ReflectionQuestions
 from .chat_transport import LangChainChat, LocalChat, Written, chat_model_of, server_of
 from .protocol import Generation, ReflectionLMError, ReflectionPoint, TokenCallback
+from .scheduler import unwrap
 
 __all__ = ["ChatReflectionLM", "chat_model_key"]
 
@@ -111,6 +112,11 @@ class ChatReflectionLM:
         folder = self._calibration_dir or cache_dir() / "chat-models"
         return folder / chat_model_key(self._judge_model)
 
+    @property
+    def closed(self) -> bool:
+        """A local model of this one was closed (``close()``): it cannot answer again."""
+        return any(isinstance(t, LocalChat) and getattr(unwrap(t.lm), "closed", False) for t in (self.judge, self.writer))
+
     def close(self) -> None:
         """Close local models (their schedulers); a LangChain chat model has nothing to close."""
         for side in {id(t): t for t in (self.judge, self.writer)}.values():
@@ -147,11 +153,16 @@ class ChatReflectionLM:
 
     # -- answers ---------------------------------------------------------------------------------------
     def _chosen(self, turns: Sequence[ReaderTurn], isrel: dict[int, dict[str, float]]) -> list[int]:
-        """The prompts whose answers are written: every one without a passage, and the ``write_top`` passages
-        judged most relevant."""
-        plain = [i for i, t in enumerate(turns) if t.passage is None]
-        ranked = sorted(isrel, key=lambda i: -isrel[i].get(T.RELEVANT, 0.0))
-        return sorted(plain + (ranked if self.write_top is None else ranked[: self.write_top]))
+        """The prompts whose answers are written: every one without a passage, and for each question (a call
+        may hold several: the scheduler merges concurrent runs) the ``write_top`` passages judged most relevant."""
+        chosen = [i for i, t in enumerate(turns) if t.passage is None]
+        by_question: dict[tuple[str, str], list[int]] = {}
+        for i in isrel:
+            by_question.setdefault((turns[i].instruction, turns[i].written), []).append(i)
+        for group in by_question.values():
+            ranked = sorted(group, key=lambda i: -isrel[i].get(T.RELEVANT, 0.0))
+            chosen += ranked if self.write_top is None else ranked[: self.write_top]
+        return sorted(chosen)
 
     def generate(
         self,

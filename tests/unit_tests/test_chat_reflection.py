@@ -204,3 +204,16 @@ def test_chat_selfrag_and_restraint_take_the_chat_model_unchanged():
     restrained = SelfRAGChain(lm, retriever_of(WEATHER, ZUBROWKA), SelfRAGConfig(rho=0.5)).invoke("What is the capital of Freedonia?")
     assert restrained["restraint"] is not None and restrained["claims"]
     assert "Zubrowka" in restrained["answer"]
+
+
+def test_each_question_of_a_merged_call_gets_its_answer():
+    """The scheduler merges concurrent runs into one call: write_top counts per question, not per call."""
+    chat = FakeLogprobsChatModel(script=SCRIPT)
+    lm = ChatReflectionLM(chat, write_top=1)
+    prompts = [with_evidence(format_prompt(q), d.metadata["title"], d.page_content)
+               for q in ("What is the capital of Freedonia?", "Which city is the capital of Freedonia?")
+               for d in (WEATHER, ZUBROWKA)]
+    gens = lm.generate(prompts, first_candidates=T.GROUPS[T.Kind.ISREL])
+    assert [bool(g.answer) for g in gens] == [False, True, False, True]
+    outs = SelfRAGChain(lm, retriever_of(WEATHER, ZUBROWKA)).batch(["What is the capital of Freedonia?"] * 3)
+    assert all(not out["abstained"] and "Zubrowka" in out["answer"] for out in outs)
