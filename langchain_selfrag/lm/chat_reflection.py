@@ -22,6 +22,7 @@ geometric mean that Self-RAG uses (0.0 when the model gives no answer log-probab
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import re
 from collections.abc import Sequence
@@ -185,6 +186,14 @@ class ChatReflectionLM:
             raise TypeError("prompts must be a sequence of strings, not a single string")
         if not prompts:
             return []
+        unique = list(dict.fromkeys(prompts))
+        if len(unique) < len(prompts):  # the same question from concurrent runs: asked once, answered to each
+            at = {p: [i for i, q in enumerate(prompts) if q == p] for p in unique}
+            stream = (lambda j, text: [on_token(i, text) for i in at[unique[j]]]) if on_token is not None else None
+            gens = self.generate(unique, max_new_tokens=max_new_tokens, first_candidates=first_candidates,
+                                 temperature=temperature, seed=seed, on_token=stream)
+            by_prompt = dict(zip(unique, gens))
+            return [copy.deepcopy(by_prompt[p]) for p in prompts]
         turns = [split_selfrag_prompt(p) for p in prompts]
         evidence = [i for i, t in enumerate(turns) if t.passage is not None]
         isrel = dict(zip(evidence, self._ask([(T.Kind.ISREL, self.questions.ask(T.Kind.ISREL, turns[i]))

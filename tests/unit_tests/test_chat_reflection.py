@@ -215,5 +215,11 @@ def test_each_question_of_a_merged_call_gets_its_answer():
                for d in (WEATHER, ZUBROWKA)]
     gens = lm.generate(prompts, first_candidates=T.GROUPS[T.Kind.ISREL])
     assert [bool(g.answer) for g in gens] == [False, True, False, True]
+    same = [with_evidence(format_prompt("What is the capital of Freedonia?"), d.metadata["title"], d.page_content)
+            for d in (WEATHER, ZUBROWKA)] * 2  # one question from two concurrent runs
+    streamed: list[tuple[int, str]] = []
+    gens = lm.generate(same, first_candidates=T.GROUPS[T.Kind.ISREL], on_token=lambda i, t: streamed.append((i, t)))
+    assert [g.answer for g in gens] == ["", "Zubrowka is the capital.", "", "Zubrowka is the capital."]
+    assert sorted(streamed) == [(1, "Zubrowka is the capital."), (3, "Zubrowka is the capital.")]
     outs = SelfRAGChain(lm, retriever_of(WEATHER, ZUBROWKA)).batch(["What is the capital of Freedonia?"] * 3)
     assert all(not out["abstained"] and "Zubrowka" in out["answer"] for out in outs)
