@@ -77,6 +77,12 @@ def chat_safe(text: str) -> str:
     return text.replace("<|", "<\u200b|")
 
 
+def fill(template: str, turn: ReaderTurn, answer: str | None = None) -> str:
+    """``template`` with the turn's title, passage and question (and ``answer``), each made :func:`chat_safe`."""
+    return template.format(title=chat_safe(turn.title or ""), passage=chat_safe(turn.passage or ""),
+                           question=chat_safe(turn.instruction), answer=chat_safe(answer or ""))
+
+
 @dataclass(frozen=True)
 class ChatPrompt:
     """A chat layout and its system turn: what the reader's and the judge's prompts share."""
@@ -85,6 +91,5 @@ class ChatPrompt:
     system: str = "You are a helpful assistant."
 
     def fill(self, template: str, turn: ReaderTurn) -> str:
-        """``template`` with the turn's title, passage and question, each made :func:`chat_safe`."""
-        return template.format(title=chat_safe(turn.title or ""), passage=chat_safe(turn.passage or ""),
-                               question=chat_safe(turn.instruction))
+        """``template`` with the turn's title, passage and question, each made :func:`chat_safe` (:func:`fill`)."""
+        return fill(template, turn)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from .. import tokens as T
-from .chat import ReaderTurn, chat_safe
+from .chat import ReaderTurn, fill
 
 #: A conversation open at the assistant's turn: (system, user).
 Conversation = tuple[str, str]
@@ -85,8 +85,3 @@ class ReflectionQuestions:
         template = self.answer_without_passage if turn.passage is None else self.answer_with_passage
         return self.system, fill(template, turn)
 
-
-def fill(template: str, turn: ReaderTurn, answer: str | None = None) -> str:
-    """``template`` with the turn's title, passage and question (and ``answer``), each made :func:`chat_safe`."""
-    return template.format(title=chat_safe(turn.title or ""), passage=chat_safe(turn.passage or ""),
-                           question=chat_safe(turn.instruction), answer=chat_safe(answer or ""))

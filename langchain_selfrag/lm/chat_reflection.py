@@ -32,7 +32,7 @@ from typing import Any
 from .. import tokens as T
 from .chat import ReaderTurn, split_critique_prompt, split_selfrag_prompt
 from .chat_questions import Conversation, ReflectionQuestions
-from .chat_transport import LangChainChat, LocalChat, Written, chat_model_of, server_of
+from .chat_transport import LangChainChat, LocalChat, Written, chat_model_of, model_name_of, server_of
 from .protocol import Generation, ReflectionLMError, ReflectionPoint, TokenCallback
 from .scheduler import unwrap
 
@@ -58,11 +58,9 @@ def chat_model_key(model: Any) -> str:
     (``ChatOpenAI-qwen-3f2a9c1d``), or ``local-<file name>`` for a model of this package's backends;
     calibration of the model asked this way is kept under it."""
     if isinstance(model, LocalChat) or chat_model_of(model) is None and getattr(model, "model_path", None):
-        path = model.model_path if isinstance(model, LocalChat) else model.model_path
-        return "local-" + re.sub(r"[^A-Za-z0-9._-]+", "_", Path(str(path)).name)
+        return "local-" + re.sub(r"[^A-Za-z0-9._-]+", "_", Path(str(model.model_path)).name)
     base = chat_model_of(model) or model
-    name = next((getattr(base, a) for a in ("model_name", "model", "model_id") if isinstance(getattr(base, a, None), str)),
-                "") or "model"
+    name = model_name_of(base) or "model"
     server = server_of(base) or ""
     digest = hashlib.sha256(server.encode("utf-8")).hexdigest()[:8]
     return re.sub(r"[^A-Za-z0-9._-]+", "_", f"{type(base).__name__}-{name}-{digest}")

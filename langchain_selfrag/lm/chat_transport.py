@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from ..errors import SelfRAGError
 from .chat import chatml
@@ -76,10 +75,15 @@ _LOGPROBS_HINT = {
 }
 
 
+def model_name_of(model: Any) -> str | None:
+    """The model a chat model asks for (``model_name`` / ``model`` / ``model_id``), None when it does not say."""
+    return next((getattr(model, a) for a in ("model_name", "model", "model_id") if isinstance(getattr(model, a, None), str)),
+                None)
+
+
 def describe(model: Any) -> str:
     """``ChatOpenAI 'qwen' at http://127.0.0.1:8080/v1``: the class, model name and server of a chat model."""
-    name = next((getattr(model, a) for a in ("model_name", "model", "model_id") if isinstance(getattr(model, a, None), str)),
-                None)
+    name = model_name_of(model)
     server = server_of(model)
     return " ".join([type(model).__name__] + ([repr(name)] if name else []) + ([f"at {server}"] if server else []))
 
@@ -228,10 +232,3 @@ class LocalChat:
         return [Written(g.answer, g.cumulative_logprob, len(g.token_ids), "length" if g.stop_reason == "length" else "eos")
                 for g in gens]
 
-
-def host_of(url: str | None) -> str:
-    """``host:port`` of a URL (its text when it has none)."""
-    if not url:
-        return ""
-    parts = urlsplit(url)
-    return parts.netloc or url

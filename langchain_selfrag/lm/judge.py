@@ -72,6 +72,7 @@ class RelevanceJudge:
         if head is None:
             self.lm = scheduler_for(lm)
             self.prompt = prompt or JudgePrompt()
+            self._chat = LocalChat(self.lm, self.prompt.chat)
             return
         if not callable(getattr(lm, "last_hidden", None)):
             raise TypeError("a judge with a relevance head reads hidden states: give it a LlamaCppHiddenStates, "
@@ -116,6 +117,6 @@ class RelevanceJudge:
             relevant = self.head.relevant(self.lm.last_hidden(prompts))
             return [{T.RELEVANT: float(r), T.IRRELEVANT: 1.0 - float(r)} for r in relevant]
         words = [self.prompt.yes, self.prompt.no]
-        probs = LocalChat(self.lm, self.prompt.chat).word_probs(
+        probs = self._chat.word_probs(
             [(self.prompt.system, self.prompt.fill(self.prompt.ask, t)) for t in turns], [words] * len(turns))
         return [isrel_from_answer(p[words[0]], p[words[1]]) for p in probs]

@@ -37,9 +37,3 @@ def chat_model(spec: str | None, base_url: str | None = None) -> Any:
     except ReflectionLMError as exc:
         raise EvalError(str(exc)) from exc
 
-
-def chat_reflection_lm(spec: str, base_url: str | None = None) -> Any:
-    """The :class:`~langchain_selfrag.lm.ChatReflectionLM` over the chat model ``spec`` names."""
-    from ...lm import ChatReflectionLM
-
-    return ChatReflectionLM(chat_model(spec, base_url))

@@ -14,7 +14,6 @@ from typing import Any
 
 from ...config import PAPER_SETTINGS
 from ..common.errors import DatasetError, EvalError
-from ..common.models import chat_reflection_lm
 from ..common.selection import select_examples
 from .loaders import load_corpus, load_dataset, select_articles
 from .report import markdown_table
@@ -64,7 +63,12 @@ def run_qa_command(args: argparse.Namespace, *, load_model: Callable[[str], Any]
         f"{len(systems)} systems, model {model}, output {out}",
         file=sys.stderr,
     )
-    lm = chat_reflection_lm(chat_model, getattr(args, "base_url", None)) if chat_model else load_model(model)
+    if chat_model:
+        from ...graph.context import chat_lm
+
+        lm = chat_lm(chat_model, getattr(args, "base_url", None))
+    else:
+        lm = load_model(model)
     options = EvalOptions(
         systems=systems,
         retrieval=args.retrieval,
