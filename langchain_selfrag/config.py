@@ -67,6 +67,12 @@ class SelfRAGConfig:
         "most 60 words holds them, or the passage is not cited; options are never quoted). None: the model's own "
         "choice, from its calibration (see abstain_isrel), else generated")
     closed_set: bool = _knob(False, "aggregate identical answers across passages (options / true-false tasks)")
+    write_top: int | None = _knob(
+        None, "answers written per retrieval: IsRel of every retrieved passage is read first (the prompt alone, no "
+        "generation), and answers are generated only for the N passages judged most relevant (the others stay "
+        "candidates without an answer, never chosen; their IsRel still counts for abstention). Saves most of "
+        "the decoding of a model that reads passages slowly. None: an answer for every passage, as the paper",
+        metavar="N")
     max_passage_tokens: int | None = _knob(
         None, "cap on the tokens of one passage's text in an evidence prompt; longer passages are cut with the "
         "model's own tokenizer (the title is kept) and marked truncated in the trace. None: as many as fit, i.e. "
@@ -112,6 +118,9 @@ class SelfRAGConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, not {value!r}")
+        top = self.write_top
+        if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
+            raise ConfigError(f"write_top must be a positive integer or None, not {top!r}")
         limit = self.max_passage_tokens
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
             raise ConfigError(f"max_passage_tokens must be a positive integer or None, not {limit!r}")

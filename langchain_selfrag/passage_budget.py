@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import QuestionExceedsContextError
+from .prompt_layouts import PromptLayout
 from .prompts import with_evidence
 from .tokens import neutralise
 
@@ -93,6 +94,13 @@ def can_tokenize(lm: Any) -> bool:
     return callable(getattr(lm, "tokenize", None)) and callable(getattr(lm, "decode", None))
 
 
+def prompt_tokens(lm: Any, prompt: str) -> int:
+    """Tokens of ``prompt`` as ``lm`` reads it: laid out in the model's own prompt layout first."""
+    layout = getattr(lm, "prompt_layout", None)
+    laid_out = layout.render(prompt) if isinstance(layout, PromptLayout) else prompt
+    return len(lm.tokenize(laid_out, add_bos=True))
+
+
 def check_prompt_fits(lm: Any, prompt: str, max_new_tokens: int, *, segments: int = 1) -> None:
     """Raise QuestionExceedsContextError when ``prompt`` plus its answer cannot fit the model's context.
 
@@ -101,7 +109,7 @@ def check_prompt_fits(lm: Any, prompt: str, max_new_tokens: int, *, segments: in
     n_ctx = context_length_of(lm)
     if n_ctx is None or not can_tokenize(lm):
         return
-    n_prompt = len(lm.tokenize(prompt, add_bos=True))
+    n_prompt = prompt_tokens(lm, prompt)
     if prompt_room(n_ctx, n_prompt, max_new_tokens, segments=segments) < 0:
         raise QuestionExceedsContextError(n_prompt, segments * (max_new_tokens + RESERVED_TOKENS), n_ctx)
 
@@ -125,7 +133,7 @@ class EvidenceFitter:
 
     def _count(self, prompt: str) -> int:
         if prompt not in self._counts:
-            self._counts[prompt] = len(self.lm.tokenize(prompt, add_bos=True))
+            self._counts[prompt] = prompt_tokens(self.lm, prompt)
         return self._counts[prompt]
 
     def _fit(self, text: str, budget: int | None) -> FittedPassage:

@@ -34,6 +34,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(ap, argv)
     try:
         cfg = config_from_args(args)
+        if cfg.prompt_layout not in (None, "paper"):
+            raise TrainingError("the critic is trained in the paper's prompt layout (it labels data for the generator); "
+                                "a model in a chat layout writes its own reflection tokens: train it with training.generator_sft")
         if args.threads:
             import torch
 

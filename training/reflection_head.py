@@ -25,13 +25,16 @@ from pathlib import Path
 
 import numpy as np
 
-from .core.config import META_FILE, TrainingError
+from langchain_selfrag.prompt_layouts import CONFIG_KEY, LAYOUT_NAMES
+
+from .core.config import META_FILE, TrainingError, trained_layout
 from .core.jsonl import DataFormatError
 
 
 def train_head(base_model: str, train_file: str, output_dir: str, *, limit: int | None = None, max_length: int = 256,
                extra_negatives: int = 8, l2_grid: Sequence[float] = (1e-3, 1e-2, 1e-1, 1.0), holdout: float = 0.1,
-               batch_size: int = 8, threads: int | None = None, seed: int = 0) -> dict:
+               batch_size: int = 8, threads: int | None = None, seed: int = 0, prompt_layout: str | None = None,
+               bf16: str = "auto", input_row: str | None = None) -> dict:
     """Extract features, choose the L2 weight on a held-out tenth of the records (by the loss where a
     fitted token is next), refit on all records, write the adapter; returns its metadata."""
     from langchain_selfrag import tokens as T
@@ -40,24 +43,28 @@ def train_head(base_model: str, train_file: str, output_dir: str, *, limit: int 
     from .core.collate import SelfRAGCollator
     from .core.head_fit import fit_rows, heldout_report
     from .core.head_features import extract_features
-    from .core.records import encode_record, load_records
-    from .trainers.common import set_threads
+    from .core.records import encode_record, laid_out_records, load_records
+    from .trainers.common import _use_bf16, set_threads
 
     set_threads(threads)
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    rows = load_records(train_file)[: limit or None]
+    prompt_layout = trained_layout(prompt_layout, base_model)
+    rows = laid_out_records(load_records(train_file)[: limit or None], prompt_layout)
     model, tokenizer, ids = prepare_model(base_model)
     model.eval()
     eos = tokenizer.eos_token_id
     if eos is None:
         raise TrainingError(f"{base_model} has no end-of-sequence token to fit")
     fitted = [ids[t] for t in T.REFLECTION_TOKENS] + [int(eos)]
+    if input_row is not None:
+        set_input_rows(model, tokenizer, [ids[t] for t in T.REFLECTION_TOKENS], input_row)
     encoded = [e for e in (encode_record(tokenizer, r, max_length) for r in rows) if e is not None]
     collator = SelfRAGCollator(tokenizer.pad_token_id, ids[T.PARAGRAPH_START], ids[T.PARAGRAPH_END])
     started = time.monotonic()
     features = extract_features(model, encoded, collator, fitted, out / "features", extra_negatives=extra_negatives,
-                                batch_size=batch_size, seed=seed)
+                                batch_size=batch_size, seed=seed, bf16=_use_bf16(bf16),
+                                settings={"input_row": input_row} if input_row is not None else None)
     extract_s = time.monotonic() - started
     head = model.get_output_embeddings().weight.detach()
     init = head[fitted].float().numpy()
@@ -81,8 +88,9 @@ def train_head(base_model: str, train_file: str, output_dir: str, *, limit: int 
     meta = {
         "base_model": str(base_model),
         "method": "reflection_head",
+        CONFIG_KEY: prompt_layout,
         "config": {"train_file": str(train_file), "limit": limit, "max_length": max_length,
-                   "extra_negatives": extra_negatives, "l2_grid": list(l2_grid), "holdout": holdout, "seed": seed},
+                   "extra_negatives": extra_negatives, "prompt_layout": prompt_layout, "l2_grid": list(l2_grid), "holdout": holdout, "seed": seed},
         "reflection_token_ids": ids,
         "fitted_ids": fitted,
         "examples": len(encoded),
@@ -92,9 +100,26 @@ def train_head(base_model: str, train_file: str, output_dir: str, *, limit: int 
         "heldout": choice,
         "seconds": round(extract_s + fit_s, 1),
         "seconds_features": round(extract_s, 1),
+        "bf16_features": _use_bf16(bf16),
+        "input_row": input_row,
     }
     (adapter / META_FILE).write_text(json.dumps(meta, indent=1))
     return meta
+
+
+def set_input_rows(model, tokenizer, token_ids: Sequence[int], text: str) -> None:
+    """Give ``token_ids`` the input row of ``text`` (one token of the base): what the frozen base reads where a
+    reflection token was written. The mean of a token's pieces, the default, reads to the base as a word it
+    half knows: after ``[Relevant]`` so made, Qwen2.5-Coder went on as if the answer's first token were written
+    already ("issa Brenner" for "Ilsa Brenner"); read as a line break, the answer starts as it would untrained."""
+    import torch
+
+    found = tokenizer(text, add_special_tokens=False)["input_ids"]
+    if len(found) != 1:
+        raise TrainingError(f"--input-row {text!r} is {len(found)} tokens of the base, not one")
+    weight = model.get_input_embeddings().weight
+    with torch.no_grad():
+        weight[list(token_ids)] = weight[found[0]].clone()
 
 
 def write_head_adapter(folder: Path, fitted: Sequence[int], embed_rows: np.ndarray, head_rows: np.ndarray, model) -> None:
@@ -128,11 +153,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--threads", type=int)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--input-row", metavar="TEXT",
+                    help="the input row every reflection token takes: that of TEXT, one token of the base (e.g. a line "
+                         "break); default: the mean of the token's pieces")
+    ap.add_argument("--bf16", default="auto", choices=["auto", "true", "false"],
+                    help="forward passes under bf16 autocast (auto: where the CPU computes bf16 in hardware, or a GPU)")
+    ap.add_argument("--prompt-layout", choices=LAYOUT_NAMES,
+                    help="the prompt layout to fit in, recorded in the adapter (chatml: the base's chat layout); "
+                         "default: the one the base records, else paper")
     args = ap.parse_args(argv)
     try:
         meta = train_head(args.base_model, args.train_file, args.output_dir, limit=args.limit, max_length=args.max_length,
                           extra_negatives=args.extra_negatives, l2_grid=[float(x) for x in args.l2.split(",")],
-                          batch_size=args.batch_size, threads=args.threads, seed=args.seed)
+                          batch_size=args.batch_size, threads=args.threads, seed=args.seed,
+                          prompt_layout=args.prompt_layout, bf16=args.bf16, input_row=args.input_row)
     except (TrainingError, DataFormatError) as exc:
         ap.exit(2, f"error: {exc}\n")
     print(json.dumps({k: meta[k] for k in ("examples", "positions", "l2", "seconds")} | {"adapter": str(Path(args.output_dir) / "adapter")}, indent=1))

@@ -7,6 +7,7 @@
 #   bash cookbook/selfrag_qwen/gpu_session.sh device    # on the GPU machine, last call: join, check, train, pack
 #   bash cookbook/selfrag_qwen/gpu_session.sh collect DIR  # here: the files that came back -> $RUN/gpu/adapter
 #
+# The generator is trained in the base's chat layout (gpu_train.sh, LAYOUT=chatml) and records it.
 # WHAT=judge (device and collect) trains a relevance judge on the same base and data instead
 # (training.judge_sft: LoRA, the judge's Yes/No on every IsRel label) into $RUN/gpu-judge; on a warm
 # machine it can follow the generator's call, the base already joined.

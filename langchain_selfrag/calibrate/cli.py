@@ -75,8 +75,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                                              near_miss=args.near_miss, off_topic=args.off_topic)
     if not any(q.kind == "answerable" for q in questions):
         raise CalibrateError("no answerable question to calibrate on: give labelled ones with --questions FILE")
-    critic = model_path(args.model)
     chat = chat_lm(args.chat_model, args.base_url) if args.chat_model else None
+    critic = None if chat is not None else model_path(args.model)  # a chat model needs no Self-RAG model built
     # the file whose calibration the chain reads (ReaderCriticLM.model_path): the judge's, when there is one;
     # a chat model's name in the cache folder (ChatReflectionLM.model_path), where no file need be
     model = str(chat.model_path) if chat is not None else model_path(args.judge) if args.judge else critic

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..prompt_layouts import CONFIG_KEY, GGUF_KEY, layout_named
 from . import ExportError
 from .gguf_tokenizer import check_tokenizer, tokenizer_from_gguf, tokenizer_from_hf
 from .layouts import check_model_type, layout_for
@@ -134,7 +135,8 @@ def export_gguf(
 
 
 def write_gguf(model, tokenizer, out_path, *, source_gguf=None, outtype: str = "q8_0", name: str = "selfrag") -> Path:
-    """Write an in-memory model and its tokenizer as GGUF (see :func:`export_gguf`)."""
+    """Write an in-memory model and its tokenizer as GGUF (see :func:`export_gguf`); the prompt layout its config
+    records (``selfrag_prompt_layout``) becomes the file's ``selfrag.prompt_layout``."""
     import gguf
     import torch
 
@@ -151,6 +153,9 @@ def write_gguf(model, tokenizer, out_path, *, source_gguf=None, outtype: str = "
     arch = next(k for k, v in gguf.MODEL_ARCH_NAMES.items() if v == layout.arch_name)
     with gguf_writer(out, layout.arch_name, check=lambda path: check_tokenizer(path, tokenizer)) as writer:
         writer.add_name(name)
+        prompt_layout = getattr(config, CONFIG_KEY, None)
+        if prompt_layout is not None:
+            writer.add_string(GGUF_KEY, layout_named(prompt_layout).name)
         extra = layout.write_hparams(writer)
         writer.add_file_type(file_type(outtype))
         n_vocab = tokenizer_from_gguf(writer, Path(source_gguf), tokenizer) if source_gguf else tokenizer_from_hf(writer, tokenizer)

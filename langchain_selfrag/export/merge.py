@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..layout_record import folder_record
+from ..prompt_layouts import GGUF_KEY, layout_named
 from . import ExportError
 from .gguf import OUTTYPES, WRITTEN_TYPES, encode_tensor, file_type, gguf_writer, quantized_via_f32
 from .layouts import LlamaLayout, permute_qk
@@ -244,8 +246,9 @@ class _Plan:
         return weights
 
 
-def _copy_metadata(reader, writer, plan: _Plan, name: str, outtype: str) -> None:
-    """The base file's key-value pairs, with the new name, file type and the grown vocabulary."""
+def _copy_metadata(reader, writer, plan: _Plan, name: str, outtype: str, layout: str | None = None) -> None:
+    """The base file's key-value pairs, with the new name, file type, the grown vocabulary and ``layout``
+    (the prompt layout's name; None keeps the base's record)."""
     import gguf
 
     n_new = len(plan.new_tokens)
@@ -257,7 +260,7 @@ def _copy_metadata(reader, writer, plan: _Plan, name: str, outtype: str) -> None
     replaced = {"general.name": name, "general.file_type": file_type(outtype),
                 f"{plan.arch}.vocab_size": len(plan.vocab) + n_new}
     for key, fld in reader.fields.items():
-        if key.startswith("GGUF.") or key == "general.architecture":
+        if key.startswith("GGUF.") or key == "general.architecture" or (key == GGUF_KEY and layout is not None):
             continue
         value = fld.contents()
         if key in grown:
@@ -268,12 +271,17 @@ def _copy_metadata(reader, writer, plan: _Plan, name: str, outtype: str) -> None
         writer.add_key_value(key, value, vtype, sub_type=sub)
     if "general.name" not in reader.fields:
         writer.add_name(name)
+    if layout is not None:
+        writer.add_string(GGUF_KEY, layout_named(layout).name)
 
 
 def merge_gguf(base: str | os.PathLike, adapter: str | os.PathLike, out: str | os.PathLike, *,
                tokens: Mapping[str, int], outtype: str = "q8_0", name: str = "selfrag",
-               progress: bool = False) -> Path:
+               progress: bool = False, prompt_layout: str | None = None) -> Path:
     """Write ``base`` (a GGUF) with the PEFT adapter folder ``adapter`` merged in, atomically, to ``out``.
+
+    ``prompt_layout``: the layout recorded in the file (``selfrag.prompt_layout``); by default the one the
+    adapter folder records (``selfrag_training.json``), else the base's own record, if any.
 
     ``tokens``: the tokens the adapter was trained with (text -> id), e.g. the reflection tokens of
     ``selfrag_training.json``; those the base lacks are appended as CONTROL tokens.
@@ -286,14 +294,16 @@ def merge_gguf(base: str | os.PathLike, adapter: str | os.PathLike, out: str | o
     out = Path(out)
     if outtype not in WRITTEN_TYPES:
         return quantized_via_f32(out, outtype, lambda full: merge_gguf(
-            base, adapter, full, tokens=tokens, outtype="f32", name=name, progress=progress))
+            base, adapter, full, tokens=tokens, outtype="f32", name=name, progress=progress,
+            prompt_layout=prompt_layout))
     base = Path(base)
     if not base.is_file():
         raise ExportError(f"no GGUF file at {base}")
     reader = gguf.GGUFReader(str(base))
     plan = _Plan(reader, load_adapter(adapter), tokens)
+    layout = folder_record(adapter) if prompt_layout is None else prompt_layout
     with gguf_writer(out, plan.arch) as writer:
-        _copy_metadata(reader, writer, plan, name, outtype)
+        _copy_metadata(reader, writer, plan, name, outtype, layout)
         for tensor in tqdm(reader.tensors, desc="merging", unit="tensor", disable=not progress, file=sys.stderr):
             weights = gguf.quants.dequantize(tensor.data, tensor.tensor_type).astype(np.float32, copy=False)
             data, qtype = encode_tensor(tensor.name, plan.merged(tensor.name, weights), outtype)

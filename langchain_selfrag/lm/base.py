@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Collection, Sequence
 
 from .. import tokens as T
+from ..prompt_layouts import PAPER_LAYOUT, PromptLayout
 from .protocol import BanHook, Generation, ReflectionPoint, StopHook, TokenCallback, guard_flags
 from .sampling import TokenSampler, make_samplers
 from .stopping import _StopRule
@@ -31,6 +32,9 @@ class ReflectionLMBase(ABC):
     #: True when ``_greedy`` decodes several prompts together (a padded batch); False when it works
     #: through them one by one, so that ``generate`` can finish each before the next starts.
     generates_in_batches: bool = True
+    #: How the model lays out the paper-layout prompts it is given (:mod:`~langchain_selfrag.prompt_layouts`):
+    #: the layout the model records (:mod:`~langchain_selfrag.layout_record`), set by the backend when it loads the model.
+    prompt_layout: PromptLayout = PAPER_LAYOUT
 
     @property
     def context_length(self) -> int | None:
@@ -112,7 +116,7 @@ class ReflectionLMBase(ABC):
         for p in prompts:
             if not isinstance(p, str):
                 raise TypeError(f"prompt must be a string, got {type(p).__name__}")
-            out.append(self.tokenize(p, add_bos=True))
+            out.append(self.tokenize(self.prompt_layout.render(p), add_bos=True))
         return out
 
     def candidate_probs(self, prompts: Sequence[str], candidates: Sequence[str]) -> list[dict[str, float]]:

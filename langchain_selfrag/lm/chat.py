@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .. import tokens as T
+from ..prompt_layouts import chat_safe, chatml
 from ..prompts import PROMPT_NO_INPUT
 from .protocol import ReflectionLMError
 
@@ -62,19 +63,6 @@ def split_critique_prompt(prompt: str) -> tuple[ReaderTurn, str]:
     after = rest[end + len(T.PARAGRAPH_END):]
     return (ReaderTurn(head.instruction, T.strip_reflection_tokens(rest[:at]), title or None, passage),
             T.strip_reflection_tokens(after))
-
-
-def chatml(system: str, user: str, assistant: str = "") -> str:
-    """A ChatML conversation (Qwen2.5's layout) open at the assistant's turn."""
-    return (f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n"
-            f"<|im_start|>assistant\n{assistant}")
-
-
-def chat_safe(text: str) -> str:
-    """``text`` with chat markers (``<|im_end|>``, ``<|user|>``...) broken by a zero-width space, as
-    :func:`~langchain_selfrag.tokens.neutralise` breaks reflection tokens (the Self-RAG prompt's text
-    arrives neutralised already): a passage cannot close the user's turn."""
-    return text.replace("<|", "<\u200b|")
 
 
 def fill(template: str, turn: ReaderTurn, answer: str | None = None) -> str:

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import tokens as T
-from .chat import ChatPrompt, ReaderTurn, chat_safe, chatml, split_selfrag_prompt
+from ..prompt_layouts import chat_safe, chatml
+from .chat import ChatPrompt, ReaderTurn, split_selfrag_prompt
 from .chat_questions import ReflectionQuestions
 from .judge import RelevanceJudge
 from .protocol import Generation, ReflectionLMError, ReflectionPoint, TokenCallback

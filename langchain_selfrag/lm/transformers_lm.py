@@ -10,7 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..prompt_layouts import CONFIG_KEY
 from .base import ReflectionLMBase
+from ..layout_record import folder_record, layout_of_sources, path_record
 from .protocol import ReflectionLMError
 from .stopping import stop_hooks
 
@@ -53,6 +55,7 @@ class TransformersReflectionLM(ReflectionLMBase):
             dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
         #: the model file, folder or hub id (what a per-model calibration is keyed by), None for a loaded model
         self.model_path = str(model) if isinstance(model, (str, os.PathLike)) else None
+        given_path = self.model_path
         if isinstance(model, (str, os.PathLike)):
             path = Path(model)
             if path.suffix == ".gguf" and path.is_file():
@@ -78,6 +81,8 @@ class TransformersReflectionLM(ReflectionLMBase):
 
             net = PeftModel.from_pretrained(net, str(adapter))
         self.model = net.to(self.device).eval()
+        self.prompt_layout = layout_of_sources(folder_record(adapter) if adapter is not None else None,
+                                               getattr(net.config, CONFIG_KEY, None), path_record(given_path))
         self.tokenizer = tok
         self._tokenizer_lock = threading.Lock()  # held while the tokenizer runs, never across a forward pass
         self.batch_size = batch_size

@@ -159,7 +159,7 @@ def test_a_server_error_reaches_the_chains_caller_as_the_librarys_error(fake_ser
 def test_calibrate_fits_bars_for_the_chat_model_and_chains_over_it_find_them(server_url: str, tmp_path: Path) -> None:
     """``selfrag calibrate --chat-model openai:NAME --base-url URL`` writes the bars under the chat model's key in
     the cache folder; a chain over the same chat model and server reads them, one over another server does not."""
-    from langchain_selfrag.abstention import AbstentionCalibration, bars_for
+    from langchain_selfrag.abstention import DEFAULT_BARS, AbstentionCalibration, bars_for
     from langchain_selfrag.chain import SelfRAGChain
     from langchain_selfrag.graph.context import chat_lm
 
@@ -167,12 +167,11 @@ def test_calibrate_fits_bars_for_the_chat_model_and_chains_over_it_find_them(ser
     docs.mkdir()
     (docs / "travik.txt").write_text("Mount Travik is 4123 metres tall. Ilsa Brenner first climbed it in 1911.\n")
     (docs / "kessar.txt").write_text("Coins of the Kessari empire were struck from tin and cobalt.\n")
+    # One answerable question, the fewest calibrate takes (each costs ~20 s on the server): this test checks where
+    # the bars are written and who finds them, not how well they are fitted (unit_tests/test_calibrate.py does).
     questions = tmp_path / "questions.jsonl"
-    questions.write_text("".join(json.dumps(row) + "\n" for row in [
-        {"question": "Who first climbed Mount Travik?", "answers": ["Ilsa Brenner"], "source": "travik.txt"},
-        {"question": "What were Kessari coins made of?", "answers": ["tin and cobalt"], "source": "kessar.txt"},
-        {"question": "When did the Kessari empire fall?", "kind": "near_miss", "source": "kessar.txt"},
-        {"question": "What is the capital of Peru?", "kind": "off_topic"}]))
+    questions.write_text(json.dumps({"question": "Who first climbed Mount Travik?", "answers": ["Ilsa Brenner"],
+                                     "source": "travik.txt"}) + "\n")
     env = {**os.environ, "SELFRAG_CACHE_DIR": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1", "OPENAI_API_KEY": ""}
     selfrag = [sys.executable, "-m", "langchain_selfrag.cli"]
     store = tmp_path / "store"
@@ -186,6 +185,7 @@ def test_calibrate_fits_bars_for_the_chat_model_and_chains_over_it_find_them(ser
     cal = AbstentionCalibration.load(out["path"])
     assert Path(out["path"]).parent == tmp_path / "cache" / "chat-models"
     assert cal.model.startswith("ChatOpenAI-smollm2-")
+    assert cal.bars != DEFAULT_BARS  # so the chain's bars below can only have come from this calibration
     os.environ["SELFRAG_CACHE_DIR"], saved = str(tmp_path / "cache"), os.environ.get("SELFRAG_CACHE_DIR")
     try:
         chat_lm.cache_clear()
@@ -213,6 +213,5 @@ def test_the_command_line_says_what_failed_in_one_line(fake_server, tmp_path: Pa
                               env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
         assert f"selfrag: error: ChatOpenAI 'smollm2' at {base}" in done.stderr
-    assert "returned no token log-probabilities" in subprocess.run(
-        [sys.executable, "-m", "langchain_selfrag.cli", "ask", "Q?", "--chat-model", "openai:smollm2", "--base-url", url,
-         "--mode", "never"], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path).stderr
+        if base == url:  # the server without log-probabilities: the line says so
+            assert "returned no token log-probabilities" in done.stderr, done.stderr[-2000:]

@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from langchain_selfrag.prompt_layouts import LAYOUT_NAMES
+
 from .config import DEFAULT_TARGET_MODULES, ResearchRunConfig, SFTRunConfig
 
 
@@ -31,7 +33,8 @@ def add_sft_arguments(ap: argparse.ArgumentParser, *, lr: float, max_length: int
     ap.add_argument("--lora-alpha", type=int, default=32)
     ap.add_argument("--lora-dropout", type=float, default=0.05)
     ap.add_argument("--target-modules", default=",".join(DEFAULT_TARGET_MODULES))
-    ap.add_argument("--bf16", default="auto", choices=["auto", "true", "false"], help="bf16 autocast (auto: on)")
+    ap.add_argument("--bf16", default="auto", choices=["auto", "true", "false"], help="bf16 autocast (auto: on a GPU that has it, or a CPU that computes bf16 in hardware: "
+                    "avx512_bf16 or AMX)")
     ap.add_argument("--threads", type=int, help="torch CPU threads (1 is fastest on a contended machine)")
     ap.add_argument("--save-steps", type=int, default=100)
     ap.add_argument("--logging-steps", type=int, default=10)
@@ -43,6 +46,11 @@ def add_sft_arguments(ap: argparse.ArgumentParser, *, lr: float, max_length: int
                     help="train only the LoRA weights of decoder layers N and above (and the reflection-token rows of an "
                          "untied output head; the input rows stay as they are): the backward pass stops at layer N, "
                          "so a step costs less")
+    ap.add_argument("--prompt-layout", choices=LAYOUT_NAMES,
+                    help="the prompt layout to train in, recorded in the model and read by every backend: paper (the "
+                         "Self-RAG paper's, as the published checkpoints) or chatml (the base's chat layout, Qwen2.5's "
+                         "ChatML: the passage in the user's turn). Default: the layout --init-adapter or the base "
+                         "records, else paper")
     ap.add_argument("--seed", type=int, default=0)
 
 
@@ -74,6 +82,7 @@ def config_from_args(args: argparse.Namespace) -> SFTRunConfig:
         gradient_checkpointing=args.gradient_checkpointing,
         seed=args.seed,
         init_adapter=args.init_adapter,
+        prompt_layout=args.prompt_layout,
     )
 
 

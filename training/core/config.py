@@ -49,6 +49,9 @@ class SFTRunConfig:
     init_adapter: str | None = None
     #: train only the LoRA weights of decoder layers from this index up, the token rows frozen (0: all)
     train_from_layer: int = 0
+    #: the prompt layout trained in and recorded in the model (``langchain_selfrag.prompt_layouts``); None: the
+    #: one the starting adapter or the base records (:func:`trained_layout`), else the paper's
+    prompt_layout: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -65,3 +68,24 @@ class ResearchRunConfig(SFTRunConfig):
     rho: float | None = None
     n_best: int = 2
     n_worst: int = 2
+
+
+def trained_layout(named: str | None, *starts: str | None) -> str:
+    """The prompt layout a run trains in: ``named``, else the first record of ``starts`` (an adapter to continue,
+    the base model), else ``paper``. A named layout that differs from a start's record is refused: a model
+    trained in one layout and continued in another reads neither."""
+    from langchain_selfrag.layout_record import path_record
+    from langchain_selfrag.prompt_layouts import PromptLayoutError, layout_named
+
+    records = [(s, r) for s in starts if s for r in [path_record(s)] if r is not None]
+    try:
+        if named is None:
+            return layout_named(records[0][1] if records else None).name
+        chosen = layout_named(named).name
+        for start, record in records:
+            if layout_named(record).name != chosen:
+                raise TrainingError(f"{start} records the prompt layout {record!r}, not {named!r}: "
+                                    "leave --prompt-layout out to train on in its layout")
+        return chosen
+    except PromptLayoutError as exc:
+        raise TrainingError(str(exc)) from None

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from langchain_selfrag import tokens as T
 from langchain_selfrag.export import ExportError
+from langchain_selfrag.prompt_layouts import CONFIG_KEY
 
 from .adapters import load_trained
 from .config import META_FILE
@@ -29,6 +30,8 @@ def export_merged(adapter_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
     model, tokenizer, meta = load_trained(adapter_dir, base_model=base_model)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    if meta.get(CONFIG_KEY):  # the layout trained in goes into config.json, where every backend reads it
+        setattr(model.config, CONFIG_KEY, meta[CONFIG_KEY])
     model.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))
     (out / META_FILE).write_text(json.dumps(meta, indent=1))

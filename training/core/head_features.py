@@ -69,11 +69,15 @@ def chosen_positions(ids: Sequence[int], labels: Sequence[int], fitted: Collecti
 
 def extract_features(model, encoded: Sequence[Mapping[str, Any]], collator: SelfRAGCollator, fitted_ids: Sequence[int],
                      out_dir: str | Path, *, extra_negatives: int = 8, batch_size: int = 8, shard_size: int = 256,
-                     seed: int = 0, progress: Callable[[str], None] = print) -> HeadFeatures:
+                     seed: int = 0, progress: Callable[[str], None] = print, bf16: bool = False,
+                     settings: Mapping[str, Any] | None = None) -> HeadFeatures:
     """Features of ``encoded`` records (``input_ids`` and ``completion_mask``) under the frozen ``model``.
 
     Shards of ``shard_size`` records go to ``out_dir/shard-NNNNN.npz``; existing shards are read, not
     recomputed (a rerun after an interruption resumes). ``fitted_ids`` are the output rows the fit will set.
+    ``bf16``: the forward passes under bf16 autocast (faster on a CPU that computes bf16 in hardware; the
+    features are kept in float32). ``settings``: more of what the features depend on (the input rows given to the
+    reflection tokens), checked on a resume as the data are.
     """
     import torch
 
@@ -81,7 +85,7 @@ def extract_features(model, encoded: Sequence[Mapping[str, Any]], collator: Self
     out.mkdir(parents=True, exist_ok=True)
     fitted = [int(i) for i in fitted_ids]
     _claim(out, {"records": len(encoded), "data_sha256": _fingerprint(encoded), "fitted_ids": fitted,
-                 "extra_negatives": extra_negatives, "shard_size": shard_size, "seed": seed})
+                 "extra_negatives": extra_negatives, "shard_size": shard_size, "seed": seed, **(settings or {})})
     head = model.get_output_embeddings().weight.detach()
     fixed = torch.ones(head.shape[0], dtype=torch.bool)
     fixed[fitted] = False
@@ -99,8 +103,9 @@ def extract_features(model, encoded: Sequence[Mapping[str, Any]], collator: Self
         for start in range(0, len(order), batch_size):
             batch = [rows[i] for i in order[start : start + batch_size]]
             enc = collator(batch)
-            with torch.no_grad():
-                hidden = model.model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"]).last_hidden_state
+            with torch.no_grad(), torch.autocast(model.device.type, dtype=torch.bfloat16, enabled=bf16):
+                hidden = model.model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"],
+                                     use_cache=False).last_hidden_state
             for b, i in enumerate(order[start : start + batch_size]):
                 ids, labels = enc["input_ids"][b].tolist(), enc["labels"][b].tolist()
                 n = int(enc["attention_mask"][b].sum())

@@ -49,7 +49,7 @@ def encode_record(tokenizer, record: Mapping[str, Any], max_length: int | None =
     """``input_ids`` and ``completion_mask`` of a record; None when the prompt alone is too long.
 
     A trailing ``</s>`` (Llama's end-of-sequence text in the published data) is replaced by the
-    tokenizer's own end-of-sequence id. ``record["no_loss_spans"]`` (character spans of
+    tokenizer's own end-of-sequence id, which ends every record but one with ``"eos": false``. ``record["no_loss_spans"]`` (character spans of
     ``output``) get mask 0: the model reads them but is not trained to write them.
     """
     output = record.get("output")
@@ -63,7 +63,7 @@ def encode_record(tokenizer, record: Mapping[str, Any], max_length: int | None =
         piece = tokenizer(text, add_special_tokens=False)["input_ids"]
         ids.extend(piece)
         mask.extend([1 if trained else 0] * len(piece))
-    if tokenizer.eos_token_id is not None:
+    if tokenizer.eos_token_id is not None and record.get("eos", True):
         ids.append(tokenizer.eos_token_id)
         mask.append(1)
     if max_length is not None and len(ids) > max_length:
@@ -71,6 +71,24 @@ def encode_record(tokenizer, record: Mapping[str, Any], max_length: int | None =
             return None
         ids, mask = ids[:max_length], mask[:max_length]
     return {"input_ids": ids, "completion_mask": mask}
+
+
+def laid_out_records(records: Iterable[Mapping[str, Any]], layout: str | None) -> list[dict]:
+    """The records as the prompt ``layout`` lays them out (``paper``: unchanged); a chat layout turns a record
+    into one record per retrieved passage (``prompt``, ``output``, ``no_loss_spans``, ``eos``; other fields kept)."""
+    from langchain_selfrag.prompt_layouts import layout_named
+
+    chosen = layout_named(layout)
+    if chosen.is_paper:
+        return [dict(r) for r in records]
+    out = []
+    for rec in records:
+        output = rec.get("output")
+        if not isinstance(output, str):
+            raise TrainingError(f"record has no 'output' string: {dict(rec)!r:.200}")
+        for example in chosen.training_examples(record_prompt(rec), output.removesuffix("</s>"), rec.get("no_loss_spans") or ()):
+            out.append(dict(rec) | example)
+    return out
 
 
 def load_records(path: str | os.PathLike) -> list[dict]:

@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from langchain_selfrag import tokens as T
+from langchain_selfrag.prompt_layouts import CONFIG_KEY
 
 from ..core.adapters import lora_config, prepare_model
 from ..core.callbacks import write_loss_curve
 from ..core.collate import IGNORE_INDEX, SelfRAGCollator
-from ..core.config import META_FILE, SFTRunConfig
+from ..core.config import META_FILE, SFTRunConfig, trained_layout
 from ..core.jsonl import write_jsonl
-from ..core.records import load_records, tokenize_records
+from ..core.records import laid_out_records, load_records, tokenize_records
 from .common import run_callbacks, set_threads, train_resuming, trainer_arguments
 
 
@@ -60,6 +61,8 @@ def train_sft(cfg: SFTRunConfig, *, records: Sequence[Mapping[str, Any]] | None 
     rows = list(records) if records is not None else load_records(cfg.train_file)
     if cfg.limit:
         rows = rows[: cfg.limit]
+    layout = trained_layout(cfg.prompt_layout, cfg.init_adapter, cfg.base_model)
+    rows = laid_out_records(rows, layout)
     model, tokenizer, ids = prepare_model(cfg.base_model, add_tokens=reflection_tokens)
     train_ds, dropped = tokenize_records(tokenizer, rows, cfg.max_length)
     if dropped:
@@ -67,7 +70,7 @@ def train_sft(cfg: SFTRunConfig, *, records: Sequence[Mapping[str, Any]] | None 
               "tokens): raise --max-length to train on them", file=sys.stderr)
     eval_ds = None
     if cfg.eval_file:
-        eval_ds, _ = tokenize_records(tokenizer, load_records(cfg.eval_file), cfg.max_length)
+        eval_ds, _ = tokenize_records(tokenizer, laid_out_records(load_records(cfg.eval_file), layout), cfg.max_length)
     collator = SelfRAGCollator(tokenizer.pad_token_id, ids.get(T.PARAGRAPH_START), ids.get(T.PARAGRAPH_END))
     peft_cfg = lora_config(model, sorted(ids.values()), cfg)
     if cfg.init_adapter:
@@ -107,6 +110,7 @@ def train_sft(cfg: SFTRunConfig, *, records: Sequence[Mapping[str, Any]] | None 
         tokenizer.save_pretrained(str(adapter_dir))
         meta = {
             "base_model": str(cfg.base_model),
+            CONFIG_KEY: layout,
             "config": {k: v for k, v in asdict(cfg).items() if k != "extra"} | dict(cfg.extra),
             "reflection_token_ids": ids,
             "steps": trainer.state.global_step,

@@ -13,6 +13,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from ... import tokens as T
+from ...lm.protocol import Generation, ReflectionPoint
 from ...lm.scheduler import supported_options, unwrap
 from ...passage_budget import EvidenceFitter, FittedPassage
 from ...prompts import without_retrieval
@@ -81,6 +82,48 @@ def _run_generate(lm: Any, prompts: list[str], cfg: Any, guards: list[bool],
     gens = lm.generate(prompts, max_new_tokens=cfg.max_new_tokens, first_candidates=first_candidates,
                        stop_at_retrieval=cfg.long_form, **options)
     return gens, (list(guards) if "guard" in options else [False] * len(prompts))
+
+
+def written_passages(isrel: Sequence[Mapping[str, float]], beams: Sequence[Any], top: int | None) -> list[int]:
+    """The evidence prompts whose answers are generated: per beam, the ``top`` whose passages have the largest
+    IsRel share (all of them when ``top`` is None); in prompt order."""
+    if top is None:
+        return list(range(len(isrel)))
+    by_beam: dict[Any, list[int]] = {}
+    for j, beam in enumerate(beams):
+        by_beam.setdefault(beam, []).append(j)
+    chosen = []
+    for group in by_beam.values():
+        share = {j: relevant_share(isrel[j]) for j in group}
+        chosen += sorted(group, key=lambda j: -share[j])[:top]
+    return sorted(chosen)
+
+
+def relevant_share(probs: Mapping[str, float]) -> float:
+    """p([Relevant]) / (p([Relevant]) + p([Irrelevant])); 0 when both are 0."""
+    total = probs.get(T.RELEVANT, 0.0) + probs.get(T.IRRELEVANT, 0.0)
+    return probs.get(T.RELEVANT, 0.0) / total if total > 0 else 0.0
+
+
+def _generate_evidence(lm: Any, prompts: list[str], beams: list[Any], cfg: Any) -> tuple[list[Any], list[bool]]:
+    """The evidence prompts' generations. With ``write_top``, IsRel of every prompt is read first (prefill only)
+    and only the most relevant are generated; the others get an answerless generation carrying that IsRel."""
+    guards = [cfg.decoding_guard] * len(prompts)
+    if cfg.write_top is None or len(prompts) <= cfg.write_top:
+        return _run_generate(lm, prompts, cfg, guards, ISREL)
+    isrel = lm.candidate_probs(prompts, list(ISREL))
+    chosen = written_passages(isrel, beams, cfg.write_top)
+    gens, got = _run_generate(lm, [prompts[j] for j in chosen], cfg, [guards[j] for j in chosen], ISREL)
+    out: list[Any] = [None] * len(prompts)
+    flags = [False] * len(prompts)
+    for j, gen, flag in zip(chosen, gens, got):
+        out[j], flags[j] = gen, flag
+    for j, gen in enumerate(out):
+        if gen is None:
+            probs = dict(isrel[j])
+            token = T.RELEVANT if relevant_share(probs) >= 0.5 else T.IRRELEVANT
+            out[j] = Generation("", [], 0.0, [ReflectionPoint(-1, token, T.Kind.ISREL, probs)], probs, "eos")
+    return out, flags
 
 
 def _candidate(gen: Any, *, beam: Beam, depth: int, passage: int | None, prompt: str, guard: bool = False,
@@ -212,8 +255,8 @@ def generate(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str,
                                cfg.decoding_guard and not _has_text(beam), _continued_passage(beam)))
     candidates: list[Candidate] = []
     if evidence_jobs:
-        gens, guards = _run_generate(ctx.lm, [p for _, _, p, _ in evidence_jobs], cfg,
-                                     [cfg.decoding_guard] * len(evidence_jobs), ISREL)
+        gens, guards = _generate_evidence(ctx.lm, [p for _, _, p, _ in evidence_jobs],
+                                          [beam["id"] for beam, _, _, _ in evidence_jobs], cfg)
         for (beam, i, prompt, fitted), gen, guard in zip(evidence_jobs, gens, guards):
             candidates.append(_candidate(gen, beam=beam, depth=depth, passage=i, prompt=prompt, guard=guard,
                                          fitted=fitted))

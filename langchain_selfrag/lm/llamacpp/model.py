@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ...layout_record import layout_of_path
 from ..base import ReflectionLMBase
 from ..stopping import stop_hooks
 from .batching import BatchRun, SequenceStep
@@ -70,6 +71,7 @@ class LlamaCppReflectionLM(NativeCalls, ReflectionLMBase):
         self.generates_in_batches = self._n_seq > 1
         self._cached: list[int] = []  # the tokens sequence 0 holds, positions 0..n-1; no other sequence holds any
         self._last_logits: tuple[tuple[int, ...], np.ndarray] | None = None
+        self.prompt_layout = layout_of_path(path)
         self._init_reflection_vocab()
         self._groups = self._group_ids()
 

@@ -8,8 +8,11 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 
+from ...prompt_layouts import PromptLayout, PromptLayoutError, layout_named
 from ..base import ReflectionLMBase
+from ...layout_record import path_record
 from ..protocol import Generation, ReflectionLMError, TokenCallback
 from ..stopping import stop_hooks
 from .guard import GuardedHead, GuardMixin, sampling_fields
@@ -24,7 +27,9 @@ class RemoteReflectionLM(ProbeMixin, TokenizerMixin, TokenModeMixin, TextModeMix
     """A Self-RAG model behind an OpenAI-compatible completions server (vLLM, llama-cpp-python).
 
     ``base_url`` is the API root, e.g. ``http://127.0.0.1:8000/v1``. ``model`` defaults to the
-    first model the server lists. See
+    first model the server lists. The model's prompt layout is read from its own record when the
+    server names a file or folder on this machine (llama-cpp-python's ``--model`` path, the folder
+    ``vllm serve`` was given); ``prompt_layout`` names it for a model served from elsewhere. See
     :mod:`langchain_selfrag.lm.remote` for what is exact and what is not.
     """
 
@@ -38,6 +43,7 @@ class RemoteReflectionLM(ProbeMixin, TokenizerMixin, TokenModeMixin, TextModeMix
         backoff: float = 0.25,
         api_key: str | None = None,
         top_k: int = 20,
+        prompt_layout: str | None = None,
     ) -> None:
         base = base_url.rstrip("/")
         if not base.startswith(("http://", "https://")):
@@ -64,6 +70,7 @@ class RemoteReflectionLM(ProbeMixin, TokenizerMixin, TokenModeMixin, TextModeMix
         self.id_to_reflection: dict[int, str] = {}
         try:
             self.capabilities = self._probe(model)
+            self.prompt_layout = served_layout(self.capabilities.model, prompt_layout)
             self._init_reflection_vocab()
         except BaseException:
             self._http.close()
@@ -207,3 +214,12 @@ class RemoteReflectionLM(ProbeMixin, TokenizerMixin, TokenModeMixin, TextModeMix
     def __repr__(self) -> str:
         caps = self.capabilities
         return f"RemoteReflectionLM({self.base_url!r}, model={caps.model!r}, mode={caps.mode})"
+
+
+def served_layout(served: str, named: str | None) -> PromptLayout:
+    """The prompt layout of the served model: its record when ``served`` is a file or folder here, else ``named``
+    (None: the paper's). A record and a different ``named`` layout raise :class:`PromptLayoutError`."""
+    record = path_record(served) if served and Path(served).exists() else None
+    if record is not None and named is not None and layout_named(record).name != layout_named(named).name:
+        raise PromptLayoutError(f"{served} records the prompt layout {record!r}, not {named!r}: leave prompt_layout out")
+    return layout_named(record if record is not None else named)
