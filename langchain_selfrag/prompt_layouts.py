@@ -25,6 +25,7 @@ from typing import Any
 
 from . import tokens as T
 from .errors import SelfRAGError
+from .chatml import chat_safe, chatml
 from .prompts import PROMPT_NO_INPUT
 
 #: The GGUF metadata key that holds a model's layout name.
@@ -74,19 +75,6 @@ def split_prompt(prompt: str) -> SelfRAGPrompt:
         pos = end + len(T.PARAGRAPH_END)
     parts.append(rest[pos:])
     return SelfRAGPrompt(instruction, "".join(parts), title or None, passage)
-
-
-def chatml(system: str, user: str, assistant: str = "") -> str:
-    """A ChatML conversation (Qwen2.5's layout) open at the assistant's turn."""
-    return (f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n"
-            f"<|im_start|>assistant\n{assistant}")
-
-
-def chat_safe(text: str) -> str:
-    """``text`` with chat markers (``<|im_end|>``, ``<|user|>``...) broken by a zero-width space, as
-    :func:`~langchain_selfrag.tokens.neutralise` breaks reflection tokens (the Self-RAG prompt's text
-    arrives neutralised already): a passage cannot close the user's turn."""
-    return text.replace("<|", "<\u200b|")
 
 
 @dataclass(frozen=True)

@@ -94,6 +94,7 @@ class ServerContext(TypedDict, total=False):
     answer_form: Literal["generated", "sentence"] | None
     closed_set: bool
     max_passage_tokens: int
+    write_top: int
     rho: float
     abstain_closed_book: bool
     max_retrieval_rounds: int

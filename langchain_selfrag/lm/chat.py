@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .. import tokens as T
-from ..prompt_layouts import chat_safe, chatml
+from ..chatml import chat_safe, chatml
 from ..prompts import PROMPT_NO_INPUT
 from .protocol import ReflectionLMError
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import SelfRAGError
-from ..prompt_layouts import chatml
+from ..chatml import chatml
 from .chat_questions import Conversation
 from .logprobs import MalformedLogprobs, MissingLogprobs, first_token_alternatives, reply_logprob, word_probs
 from .protocol import ReflectionLMError

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import tokens as T
-from ..prompt_layouts import chat_safe, chatml
+from ..chatml import chat_safe, chatml
 from .chat import ChatPrompt, ReaderTurn, split_selfrag_prompt
 from .chat_questions import ReflectionQuestions
 from .judge import RelevanceJudge
