@@ -17,6 +17,7 @@ from ...lm.protocol import Generation, ReflectionPoint
 from ...lm.scheduler import supported_options, unwrap
 from ...passage_budget import EvidenceFitter, FittedPassage
 from ...prompts import without_retrieval
+from ...scoring import isrel_score
 from ...retrieval import document_title
 from ..context import SelfRAGContext
 from ..state import Beam, Candidate, SelfRAGState
@@ -94,15 +95,9 @@ def written_passages(isrel: Sequence[Mapping[str, float]], beams: Sequence[Any],
         by_beam.setdefault(beam, []).append(j)
     chosen = []
     for group in by_beam.values():
-        share = {j: relevant_share(isrel[j]) for j in group}
+        share = {j: isrel_score(isrel[j]) for j in group}
         chosen += sorted(group, key=lambda j: -share[j])[:top]
     return sorted(chosen)
-
-
-def relevant_share(probs: Mapping[str, float]) -> float:
-    """p([Relevant]) / (p([Relevant]) + p([Irrelevant])); 0 when both are 0."""
-    total = probs.get(T.RELEVANT, 0.0) + probs.get(T.IRRELEVANT, 0.0)
-    return probs.get(T.RELEVANT, 0.0) / total if total > 0 else 0.0
 
 
 def _generate_evidence(lm: Any, prompts: list[str], beams: list[Any], cfg: Any) -> tuple[list[Any], list[bool]]:
@@ -121,7 +116,7 @@ def _generate_evidence(lm: Any, prompts: list[str], beams: list[Any], cfg: Any) 
     for j, gen in enumerate(out):
         if gen is None:
             probs = dict(isrel[j])
-            token = T.RELEVANT if relevant_share(probs) >= 0.5 else T.IRRELEVANT
+            token = T.RELEVANT if isrel_score(probs) >= 0.5 else T.IRRELEVANT
             out[j] = Generation("", [], 0.0, [ReflectionPoint(-1, token, T.Kind.ISREL, probs)], probs, "eos")
     return out, flags
 
