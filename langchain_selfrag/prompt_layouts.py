@@ -5,16 +5,24 @@ The graph, the scorers and calibration build every prompt in the paper's layout
 declare another layout, recorded in the model itself (:mod:`~langchain_selfrag.layout_record`);
 its backend lays each prompt out that way just before tokenizing, so nothing upstream changes.
 
-=========  =====================================================================================
-``paper``  the paper's prompt, byte for byte (every model without a record)
-``chatml`` Qwen2.5's chat layout (ChatML): the question and the last retrieved passage in the
-           user's turn, in the words of :class:`~langchain_selfrag.lm.chat_questions.ReflectionQuestions`'
-           answer request; the reflection tokens and the answer in the assistant's turn
-=========  =====================================================================================
+====================  ==========================================================================
+``paper``             the paper's prompt, byte for byte (every model without a record)
+``chatml``            Qwen2.5's chat layout (ChatML): the question and the last retrieved passage
+                      in the user's turn, in the words of
+                      :class:`~langchain_selfrag.lm.chat_questions.ReflectionQuestions`' answer
+                      request; the reflection tokens and the answer in the assistant's turn
+``chatml-questions``  ChatML, one question per reflection group: each group is asked in the
+                      user's turn with ``ReflectionQuestions``' words and read as the group's
+                      reflection token at the start of the reply; the answer is written to the
+                      answer request (:class:`~langchain_selfrag.lm.question_layout.QuestionLayoutLM`)
+====================  ==========================================================================
 
 In ``chatml`` the Retrieve decision is read at the start of the assistant's turn with the question
 alone; after retrieval the passage goes into the user's turn, the assistant's turn starts with the
 IsRel token, and ``[Retrieval]<paragraph>...</paragraph>`` never appears in the assistant's text.
+
+``chatml-questions`` lays out no single prompt: a model that records it is read through
+:class:`~langchain_selfrag.lm.question_layout.QuestionLayoutLM`, which puts each question to it.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ CONFIG_KEY = "selfrag_prompt_layout"
 
 PAPER = "paper"
 CHATML = "chatml"
+CHATML_QUESTIONS = "chatml-questions"
 
 _HEAD, _RESPONSE = PROMPT_NO_INPUT.split("{instruction}")
 _EVIDENCE_OPEN = T.RETRIEVAL + T.PARAGRAPH_START
@@ -90,10 +99,21 @@ class PromptLayout:
     def is_paper(self) -> bool:
         return self.name == PAPER
 
+    @property
+    def asks_questions(self) -> bool:
+        """Each reflection group is its own question (``chatml-questions``): no one prompt to lay out."""
+        return self.name == CHATML_QUESTIONS
+
+    def _single_prompt(self) -> None:
+        if self.asks_questions:
+            raise PromptLayoutError(f"{self.name!r} asks one question per reflection group and lays out no single "
+                                    "prompt: load the model with load_reflection_lm, which reads it that way")
+
     def render(self, prompt: str) -> str:
         """``prompt`` (paper layout) as this layout lays it out."""
         if self.is_paper:
             return prompt
+        self._single_prompt()
         parts = split_prompt(prompt)
         template = self.without_passage if parts.passage is None else self.with_passage
         user = template.format(question=chat_safe(parts.instruction), title=chat_safe(parts.title or ""),
@@ -110,6 +130,7 @@ class PromptLayout:
         user turn, so the example that asks ends there, without end of turn).
         """
         spans = [(int(s), int(e)) for s, e in no_loss_spans]
+        self._single_prompt()
         if self.is_paper:
             return [{"prompt": prompt, "output": output, "no_loss_spans": spans, "eos": True}]
         examples, context, pos = [], prompt, 0
@@ -147,11 +168,15 @@ def layout_named(name: str | None) -> PromptLayout:
         return PAPER_LAYOUT
     if name == CHATML:
         return _chatml()
+    if name == CHATML_QUESTIONS:
+        return PromptLayout(CHATML_QUESTIONS)
     raise PromptLayoutError(f"unknown prompt layout {name!r}: this version of langchain-selfrag knows "
                             f"{', '.join(LAYOUT_NAMES)} (a newer version may know more)")
 
 
-LAYOUT_NAMES: tuple[str, ...] = (PAPER, CHATML)
+LAYOUT_NAMES: tuple[str, ...] = (PAPER, CHATML, CHATML_QUESTIONS)
+#: The layouts a model can be trained in token by token (LoRA, a reflection head): one prompt each.
+SINGLE_PROMPT_LAYOUTS: tuple[str, ...] = (PAPER, CHATML)
 
 
 def layout_of_config(config: Mapping[str, Any] | None) -> PromptLayout:

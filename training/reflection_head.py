@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from langchain_selfrag.prompt_layouts import CONFIG_KEY, LAYOUT_NAMES
+from langchain_selfrag.prompt_layouts import CONFIG_KEY, SINGLE_PROMPT_LAYOUTS
 
 from .core.config import META_FILE, TrainingError, trained_layout
 from .core.jsonl import DataFormatError
@@ -158,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "break); default: the mean of the token's pieces")
     ap.add_argument("--bf16", default="auto", choices=["auto", "true", "false"],
                     help="forward passes under bf16 autocast (auto: where the CPU computes bf16 in hardware, or a GPU)")
-    ap.add_argument("--prompt-layout", choices=LAYOUT_NAMES,
+    ap.add_argument("--prompt-layout", choices=SINGLE_PROMPT_LAYOUTS,
                     help="the prompt layout to fit in, recorded in the adapter (chatml: the base's chat layout); "
                          "default: the one the base records, else paper")
     args = ap.parse_args(argv)

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..export.gguf import OUTTYPES
+from ..export.merge import KEEP
 from . import BUNDLED, DEFAULT_MODEL, OUTTYPE, BundleError, build_gguf, bundle_dir, cached_gguf_path
 
 
@@ -15,7 +16,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m langchain_selfrag.bundled", description="Build the bundled Self-RAG GGUF.")
     ap.add_argument("--force", action="store_true", help="rebuild even if the cached file exists")
     ap.add_argument("--out", help="write here instead of the cache folder")
-    ap.add_argument("--outtype", default=OUTTYPE, choices=OUTTYPES, help="quantisation (default: %(default)s)")
+    ap.add_argument("--outtype", default=OUTTYPE, choices=OUTTYPES + (KEEP,),
+                    help="quantisation (default: %(default)s; keep: the base's tensors as they are, the changed ones q8_0)")
     ap.add_argument("--model", default=DEFAULT_MODEL, choices=list(BUNDLED), help="which bundled model (default: %(default)s)")
     args = ap.parse_args(argv)
     folder = bundle_dir(args.model)

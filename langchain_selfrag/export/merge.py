@@ -12,7 +12,9 @@ What PEFT's ``merge_and_unload`` does to a model loaded from the GGUF, done on t
    (``trainable_token_indices``, saved as ``token_adapter.trainable_tokens_delta``: the rows
    themselves, as PEFT's ``index_copy`` merge uses them);
 4. the result is quantised again (``q8_0``, ``f16`` or ``f32`` by gguf-py; ``iq4_nl`` / ``q4_0``
-   through llama.cpp, :mod:`.quantize`) and written with the base file's metadata.
+   through llama.cpp, :mod:`.quantize`) and written with the base file's metadata; or, with ``keep``,
+   every tensor the adapter leaves alone is copied as it is (its own quantisation, bytes unchanged)
+   and only those it changes are written in ``q8_0``.
 
 A PEFT trainable-tokens adapter (``peft_type`` ``TRAINABLE_TOKENS``: token rows only, the same
 ``token_indices`` for each of its ``target_modules``) merges as step 3 alone.
@@ -50,6 +52,8 @@ _PREFIX = "base_model.model."
 _LORA = re.compile(r"^(?P<module>.+)\.lora_(?P<part>A|B)\.weight$")
 #: token rows: LoRA's ``trainable_token_indices`` (``.token_adapter.``) or a trainable-tokens adapter's own
 _ROWS = re.compile(r"^(?P<module>.+?)(?:\.token_adapter)?\.trainable_tokens_delta$")
+#: ``outtype`` that keeps the base's own tensors as they are and writes only the changed ones (q8_0).
+KEEP = "keep"
 _SAFETENSORS_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": np.uint16}
 
 
@@ -228,6 +232,10 @@ class _Plan:
                 raise ExportError(f"new token {tok!r} has id {i}, expected {expected}: vocabularies do not line up")
         return [(t, i) for i, t in new]
 
+    def changes(self, name: str) -> bool:
+        """The adapter changes the tensor ``name`` (a LoRA pair, trained rows, or a grown vocabulary)."""
+        return name in self.lora or name in self.rows or (name in self.vocab_tensors and bool(self.new_tokens))
+
     def merged(self, name: str, weights: np.ndarray) -> np.ndarray:
         """The base tensor ``name`` (de-quantised) with the adapter applied."""
         for a, b, scaling, n_head in self.lora.get(name, []):
@@ -257,8 +265,9 @@ def _copy_metadata(reader, writer, plan: _Plan, name: str, outtype: str, layout:
         "tokenizer.ggml.token_type": lambda v: v + [int(gguf.TokenType.CONTROL)] * n_new,
         "tokenizer.ggml.scores": lambda v: v + [-1000.0] * n_new,
     }
-    replaced = {"general.name": name, "general.file_type": file_type(outtype),
-                f"{plan.arch}.vocab_size": len(plan.vocab) + n_new}
+    replaced = {"general.name": name, f"{plan.arch}.vocab_size": len(plan.vocab) + n_new}
+    if outtype != KEEP:
+        replaced["general.file_type"] = file_type(outtype)
     for key, fld in reader.fields.items():
         if key.startswith("GGUF.") or key == "general.architecture" or (key == GGUF_KEY and layout is not None):
             continue
@@ -289,10 +298,10 @@ def merge_gguf(base: str | os.PathLike, adapter: str | os.PathLike, out: str | o
     import gguf
     from tqdm import tqdm
 
-    if outtype not in OUTTYPES:
-        raise ExportError(f"outtype must be one of {OUTTYPES}, not {outtype!r}")
+    if outtype not in OUTTYPES + (KEEP,):
+        raise ExportError(f"outtype must be one of {OUTTYPES + (KEEP,)}, not {outtype!r}")
     out = Path(out)
-    if outtype not in WRITTEN_TYPES:
+    if outtype not in WRITTEN_TYPES + (KEEP,):
         return quantized_via_f32(out, outtype, lambda full: merge_gguf(
             base, adapter, full, tokens=tokens, outtype="f32", name=name, progress=progress,
             prompt_layout=prompt_layout))
@@ -305,7 +314,10 @@ def merge_gguf(base: str | os.PathLike, adapter: str | os.PathLike, out: str | o
     with gguf_writer(out, plan.arch) as writer:
         _copy_metadata(reader, writer, plan, name, outtype, layout)
         for tensor in tqdm(reader.tensors, desc="merging", unit="tensor", disable=not progress, file=sys.stderr):
+            if outtype == KEEP and not plan.changes(tensor.name):
+                writer.add_tensor(tensor.name, tensor.data, raw_shape=tensor.data.shape, raw_dtype=tensor.tensor_type)
+                continue
             weights = gguf.quants.dequantize(tensor.data, tensor.tensor_type).astype(np.float32, copy=False)
-            data, qtype = encode_tensor(tensor.name, plan.merged(tensor.name, weights), outtype)
+            data, qtype = encode_tensor(tensor.name, plan.merged(tensor.name, weights), "q8_0" if outtype == KEEP else outtype)
             writer.add_tensor(tensor.name, data, raw_dtype=qtype)
     return out

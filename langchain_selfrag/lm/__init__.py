@@ -10,6 +10,8 @@
 * :mod:`.chat_reflection`: :class:`ChatReflectionLM`, Self-RAG over any chat model (a LangChain
   ``BaseChatModel`` or a local chat GGUF), each reflection group one question read from the reply's
   token probabilities (:mod:`.chat_questions`, :mod:`.logprobs`, :mod:`.chat_transport`);
+  :mod:`.question_layout`: :class:`QuestionLayoutLM`, the same questions answered in reflection
+  tokens by a model that records the ``chatml-questions`` layout;
 * :mod:`.reader`: :class:`ReaderCriticLM`, a chat model writing the answers that a reflection model
   critiques; :mod:`.judge`: :class:`RelevanceJudge`, a chat model judging relevance for it.
 """
@@ -26,6 +28,7 @@ from .chat_questions import ReflectionQuestions
 from .chat_reflection import ChatReflectionLM
 from .chat_transport import ChatModelError, chat_model_of
 from .judge import JudgePrompt, RelevanceJudge
+from .question_layout import QuestionLayoutLM, read_in_its_layout
 from .reader import ReaderCriticLM
 
 Backend = Literal["auto", "llamacpp", "transformers", "openai"]
@@ -35,6 +38,7 @@ __all__ = [
     "ChatReflectionLM",
     "Generation",
     "JudgePrompt",
+    "QuestionLayoutLM",
     "ReflectionLM",
     "ReflectionLMBase",
     "ReaderCriticLM",
@@ -77,7 +81,8 @@ def load_reflection_lm(path_or_id: Any, backend: Backend = "auto", **options: An
     ``http(s)://host:port/v1`` URL (backend ``openai``), :class:`RemoteReflectionLM`. A LangChain chat
     model (``ChatOpenAI(...)``, ``ChatOllama(...)``, any ``BaseChatModel``) becomes a
     :class:`ChatReflectionLM` that reads each reflection group from its token log-probabilities; the
-    options go to it (``writer``, ``write_top``, ``max_concurrency``...).
+    options go to it (``writer``, ``write_top``, ``max_concurrency``...). A model that records the
+    ``chatml-questions`` prompt layout comes back as a :class:`QuestionLayoutLM` over its backend.
     """
     if chat_model_of(path_or_id) is not None:
         return ChatReflectionLM(path_or_id, **options)
@@ -87,7 +92,7 @@ def load_reflection_lm(path_or_id: Any, backend: Backend = "auto", **options: An
             raise ReflectionLMError(f"backend 'openai' needs an http(s):// URL, not {str(path_or_id)!r}")
         from .remote import RemoteReflectionLM
 
-        return RemoteReflectionLM(str(path_or_id), **options)
+        return read_in_its_layout(RemoteReflectionLM(str(path_or_id), **options))
     path = Path(path_or_id)
     looks_local = path.suffix == ".gguf" or str(path_or_id).startswith((".", "/", "~"))
     if looks_local and not path.expanduser().exists():
@@ -100,7 +105,7 @@ def load_reflection_lm(path_or_id: Any, backend: Backend = "auto", **options: An
             if len(ggufs) != 1:
                 raise ReflectionLMError(f"expected exactly one .gguf file in {path}, found {len(ggufs)}")
             path = ggufs[0]
-        return LlamaCppReflectionLM(path, **options)
+        return read_in_its_layout(LlamaCppReflectionLM(path, **options))
     from .transformers_lm import TransformersReflectionLM
 
-    return TransformersReflectionLM(path_or_id, **options)
+    return read_in_its_layout(TransformersReflectionLM(path_or_id, **options))

@@ -35,6 +35,9 @@ class ReflectionLMBase(ABC):
     #: How the model lays out the paper-layout prompts it is given (:mod:`~langchain_selfrag.prompt_layouts`):
     #: the layout the model records (:mod:`~langchain_selfrag.layout_record`), set by the backend when it loads the model.
     prompt_layout: PromptLayout = PAPER_LAYOUT
+    #: False for a model whose reflection tokens are only replies to questions, never answer text
+    #: (:class:`~langchain_selfrag.lm.question_layout.QuestionLayoutLM` sets it): ``generate`` bans them.
+    writes_reflection_tokens: bool = True
 
     @property
     def context_length(self) -> int | None:
@@ -174,6 +177,8 @@ class ReflectionLMBase(ABC):
         rule = _StopRule(self, stop_at_retrieval, stop_at_segment)
         hook = self._ban_hook()
         bans: list[BanHook | None] = [hook if g else None for g in guards]
+        if not self.writes_reflection_tokens and self.has_reflection_vocab:
+            bans = [self._without_reflection(ban) for ban in bans]
         streams = [AnswerStream(on_token, i) for i in range(len(prompts))] if on_token is not None else None
         stops: list[StopHook] = (
             [self._streaming_stop(rule, s) for s in streams] if streams is not None else [rule.stop] * len(prompts)
@@ -255,6 +260,13 @@ class ReflectionLMBase(ABC):
             return later if generated else always
 
         return banned
+
+    def _without_reflection(self, ban: BanHook | None) -> BanHook:
+        """``ban`` (or nothing) and every reflection token, at every position."""
+        never = frozenset(self.reflection_ids.values())
+        if ban is None:
+            return lambda generated: never
+        return lambda generated: never | frozenset(ban(generated))
 
     def _build_generation(
         self,

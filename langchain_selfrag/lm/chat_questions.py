@@ -20,7 +20,7 @@ Pure: everything here builds strings and maps words; nothing calls a model.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from .. import tokens as T
@@ -85,3 +85,10 @@ class ReflectionQuestions:
         template = self.answer_without_passage if turn.passage is None else self.answer_with_passage
         return self.system, fill(template, turn)
 
+
+
+def answered_in_tokens(questions: ReflectionQuestions) -> ReflectionQuestions:
+    """``questions`` answered with each group's reflection tokens themselves instead of words: how a model
+    with the 15 tokens in its vocabulary, fitted to reply with them, is asked (the ``chatml-questions`` layout)."""
+    return replace(questions, answer_words=MappingProxyType({
+        kind: _frozen({tok: tok for tok in words.values()}) for kind, words in questions.answer_words.items()}))

@@ -177,7 +177,7 @@ class TransformersReflectionLM(ReflectionLMBase):
                 chunk = prompt_ids[start : start + self.batch_size]
                 tensor_ids, mask, pos = self._left_pad(chunk)
                 logits, _ = self._forward(tensor_ids, mask, pos, 1, past=False)
-                last = logits[:, -1, :]
+                last = logits[:, -1, :].double()  # a token far below another keeps a probability its group renormalises
                 probs = torch.exp(last[:, ids] - torch.logsumexp(last, dim=-1, keepdim=True)).cpu().tolist()
                 out.extend({i: p for i, p in zip(ids, row)} for row in probs)
         return out

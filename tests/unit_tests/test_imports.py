@@ -15,7 +15,7 @@ EXPECTED_ALL = {
         "compile_graph", "load_reflection_lm",
     ],
     "langchain_selfrag.lm": [
-        "ChatModelError", "ChatReflectionLM", "Generation", "JudgePrompt", "ReaderCriticLM", "RelevanceJudge", "ReflectionLM", "ReflectionLMBase", "ReflectionLMError", "ReflectionPoint",
+        "ChatModelError", "ChatReflectionLM", "Generation", "JudgePrompt", "QuestionLayoutLM", "ReaderCriticLM", "RelevanceJudge", "ReflectionLM", "ReflectionLMBase", "ReflectionLMError", "ReflectionPoint",
         "ReflectionQuestions", "is_url", "load_reflection_lm", "resolve_backend",
     ],
     "langchain_selfrag.graph": [

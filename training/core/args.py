@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from langchain_selfrag.prompt_layouts import LAYOUT_NAMES
+from langchain_selfrag.prompt_layouts import SINGLE_PROMPT_LAYOUTS
 
 from .config import DEFAULT_TARGET_MODULES, ResearchRunConfig, SFTRunConfig
 
@@ -46,7 +46,7 @@ def add_sft_arguments(ap: argparse.ArgumentParser, *, lr: float, max_length: int
                     help="train only the LoRA weights of decoder layers N and above (and the reflection-token rows of an "
                          "untied output head; the input rows stay as they are): the backward pass stops at layer N, "
                          "so a step costs less")
-    ap.add_argument("--prompt-layout", choices=LAYOUT_NAMES,
+    ap.add_argument("--prompt-layout", choices=SINGLE_PROMPT_LAYOUTS,
                     help="the prompt layout to train in, recorded in the model and read by every backend: paper (the "
                          "Self-RAG paper's, as the published checkpoints) or chatml (the base's chat layout, Qwen2.5's "
                          "ChatML: the passage in the user's turn). Default: the layout --init-adapter or the base "

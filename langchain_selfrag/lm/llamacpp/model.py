@@ -194,7 +194,8 @@ class LlamaCppReflectionLM(NativeCalls, ReflectionLMBase):
 
     def _first_position_probs(self, prompt_ids: list[list[int]], ids: list[int]) -> list[dict[int, float]]:
         scored = self._score_prompts(prompt_ids)
-        return [dict(zip(ids, np.exp(log_softmax_at(logits, ids)).tolist())) for logits, _ in scored]
+        # float64: a token far below another keeps a probability that its group can renormalise
+        return [dict(zip(ids, np.exp(log_softmax_at(logits.astype(np.float64), ids)).tolist())) for logits, _ in scored]
 
     def _greedy(self, prompt_ids, max_new_tokens, first_seqs, stop, bans=None, *, samplers=None):
         bans = list(bans) if bans else [None] * len(prompt_ids)

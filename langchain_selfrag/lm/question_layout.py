@@ -1,0 +1,60 @@
+"""``QuestionLayoutLM``: a Self-RAG model that records the ``chatml-questions`` layout, read that way.
+
+Such a model (e.g. ``selfrag-qwen2.5-coder-1.5b``: Qwen2.5-Coder-1.5B-Instruct frozen, its 15 reflection
+tokens' output rows fitted, :mod:`training.question_head`) is asked each reflection group in its own
+chat layout, one short question each (:class:`~.chat_questions.ReflectionQuestions`), and replies with
+the group's reflection token; its answers are written to the answer request with the passage in the
+user's turn. That is :class:`~.chat_reflection.ChatReflectionLM` with the reflection tokens as the
+answer words (:func:`~.chat_questions.answered_in_tokens`), over the model's own backend
+(llama.cpp, transformers or a server), whose own prompt layout is then the identity: the text it is
+given is already laid out.
+
+:func:`~langchain_selfrag.lm.load_reflection_lm` returns one for any model that records the layout,
+so no caller names it. Its :attr:`model_path` is the model's, so its calibration is the model's own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..prompt_layouts import CHATML_QUESTIONS, PAPER_LAYOUT, PromptLayout, layout_named
+from .chat_questions import ReflectionQuestions, answered_in_tokens
+from .chat_reflection import ChatReflectionLM
+
+__all__ = ["QuestionLayoutLM", "read_in_its_layout"]
+
+
+class QuestionLayoutLM(ChatReflectionLM):
+    """``model`` (a backend of this package whose vocabulary holds the reflection tokens) asked one
+    question per reflection group; options as :class:`ChatReflectionLM` (``write_top``...)."""
+
+    def __init__(self, model: Any, *, questions: ReflectionQuestions | None = None, **options: Any) -> None:
+        if not getattr(model, "has_reflection_vocab", False):
+            raise ValueError(f"{type(model).__name__} has no reflection tokens in its vocabulary: "
+                             "the chatml-questions layout reads them as its replies")
+        model.prompt_layout = PAPER_LAYOUT  # the questions arrive laid out already
+        model.writes_reflection_tokens = False  # its answers are text: the tokens only answer questions
+        super().__init__(model, questions=answered_in_tokens(questions or ReflectionQuestions()), **options)
+        self.model = model
+
+    @property
+    def prompt_layout(self) -> PromptLayout:
+        return layout_named(CHATML_QUESTIONS)
+
+    @property
+    def model_path(self) -> Any:
+        """The model's own file or folder: its calibration sidecar and card are found beside it."""
+        return getattr(self.model, "model_path", None)
+
+    @property
+    def name(self) -> str:
+        return f"{self.judge.name} (chatml-questions)"
+
+
+def read_in_its_layout(model: Any, **options: Any) -> Any:
+    """``model`` as its recorded layout reads it: a :class:`QuestionLayoutLM` for ``chatml-questions``,
+    else ``model`` itself (its backend lays each prompt out)."""
+    layout = getattr(model, "prompt_layout", None)
+    if isinstance(layout, PromptLayout) and layout.asks_questions:
+        return QuestionLayoutLM(model, **options)
+    return model

@@ -1,0 +1,127 @@
+"""A ``chatml-questions`` model built by the question head on a real chat model (SmolLM2-135M-Instruct on
+llama.cpp): the GGUF records its layout and keeps the base's tensors, ``load_reflection_lm`` reads it one
+question per group, the untouched groups read as the chat model's words do, the fitted IsRel is the
+head's, and answers are the chat model's, with no reflection token in them."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from langchain_selfrag import tokens as T
+from langchain_selfrag.bundled import build_gguf
+from langchain_selfrag.layout_record import path_record
+from langchain_selfrag.lm import ChatReflectionLM, QuestionLayoutLM, load_reflection_lm
+from langchain_selfrag.lm.chat_questions import ReflectionQuestions
+from langchain_selfrag.lm.chat_transport import LocalChat
+from langchain_selfrag.lm.chat import ReaderTurn
+from langchain_selfrag.lm.llamacpp.hidden import LlamaCppHiddenStates
+from langchain_selfrag.prompts import format_prompt
+from training.question_head import train_question_head
+
+from .test_relevance_head import write_training_file
+
+QUESTION = "What is the capital of Land3?"
+PASSAGES = [("Land3", "The capital of Land3 is City3."), ("Weather", "Rain in Land3 on day 7.")]
+
+
+def _prompts() -> list[str]:
+    head = format_prompt(QUESTION)
+    return [head + T.RETRIEVAL + T.PARAGRAPH_START + f"{title}\n{text}" + T.PARAGRAPH_END for title, text in PASSAGES]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, smollm2_gguf):
+    root = tmp_path_factory.mktemp("question-head")
+    train = root / "train.jsonl"
+    write_training_file(train)
+    meta = train_question_head(str(smollm2_gguf), str(train), str(root / "run"), limit=24, threads=2)
+    model = build_gguf(root / "model.gguf", folder=root / "run" / "adapter", base=smollm2_gguf, outtype="keep",
+                       progress=False)
+    return root, meta, model
+
+
+def test_the_adapter_records_the_layout_and_the_file_keeps_the_base(built, smollm2_gguf) -> None:
+    import gguf
+
+    root, meta, model = built
+    assert meta["selfrag_prompt_layout"] == "chatml-questions" and meta["isrel_fitted"]
+    assert sorted(meta["reflection_token_ids"]) == sorted(T.REFLECTION_TOKENS)
+    assert path_record(model) == "chatml-questions"
+    base = {t.name: t for t in gguf.GGUFReader(str(smollm2_gguf)).tensors}
+    for tensor in gguf.GGUFReader(str(model)).tensors:
+        if tensor.name.startswith("blk.0."):  # left alone by the adapter: the same bytes, the same type
+            assert tensor.tensor_type == base[tensor.name].tensor_type
+            assert np.array_equal(tensor.data, base[tensor.name].data)
+
+
+def test_the_model_is_read_one_question_per_group(built, smollm2_gguf) -> None:
+    _, _, model = built
+    lm = load_reflection_lm(model, n_ctx=1024)
+    chat = ChatReflectionLM(LocalChat(load_reflection_lm(smollm2_gguf, n_ctx=1024)))
+    try:
+        assert isinstance(lm, QuestionLayoutLM) and lm.model_path == model
+        ours, theirs = lm.generate(_prompts(), max_new_tokens=24), chat.generate(_prompts(), max_new_tokens=24)
+        for a, b in zip(ours, theirs):
+            assert a.answer == b.answer and not T.find_reflection_tokens(a.answer)
+            got = {p.kind: p.probs for p in a.reflections}
+            want = {p.kind: p.probs for p in b.reflections}
+            # IsUse's words (digits) are single tokens: the same read, up to the rows' Q8_0 rounding
+            if T.Kind.ISUSE in want:
+                for tok, p in want[T.Kind.ISUSE].items():
+                    assert got[T.Kind.ISUSE][tok] == pytest.approx(p, abs=0.02)
+        retrieve = lm.candidate_probs([format_prompt(QUESTION)], [T.NO_RETRIEVAL, T.RETRIEVAL])
+        words = chat.candidate_probs([format_prompt(QUESTION)], [T.NO_RETRIEVAL, T.RETRIEVAL])
+        assert retrieve[0][T.RETRIEVAL] == pytest.approx(words[0][T.RETRIEVAL], abs=0.02)
+    finally:
+        lm.close()
+        chat.close()
+
+
+def test_the_fitted_isrel_is_the_heads(built, smollm2_gguf) -> None:
+    root, _, model = built
+    meta = json.loads((root / "run" / "adapter" / "selfrag_training.json").read_text())
+    from safetensors.numpy import load_file
+
+    rows = load_file(str(root / "run" / "adapter" / "adapter_model.safetensors"))
+    rows = rows["base_model.model.model.embed_tokens.trainable_tokens_delta"]  # tied: the output rows
+    ids = meta["reflection_token_ids"]
+    first = min(ids.values())
+    direction = (rows[ids[T.RELEVANT] - first] - rows[ids[T.IRRELEVANT] - first]).astype(np.float64)
+    # the rows score the training pairs as the head does (its bias moved onto the shared direction)
+    assert meta["in_sample_log_loss"]["rows"] <= meta["in_sample_log_loss"]["head"] + 0.05
+    questions = ReflectionQuestions()
+    lm = load_reflection_lm(model, n_ctx=1024)
+    states = LlamaCppHiddenStates(smollm2_gguf, n_ctx=1024)
+    try:
+        isrel = lm.candidate_probs(_prompts(), [T.IRRELEVANT, T.RELEVANT])
+        texts = [lm.judge.render(questions.ask(T.Kind.ISREL, ReaderTurn(QUESTION, "", t, p))) for t, p in PASSAGES]
+        by_rows = states.last_hidden(texts).astype(np.float64) @ direction
+        # the rows are Q8_0 in the file and llama.cpp quantises activations; this toy head is steep
+        # (log-odds about 20), so its Q8_0 rounding shows in the odds, not in the probabilities
+        assert [p[T.RELEVANT] for p in isrel] == pytest.approx(list(1 / (1 + np.exp(-by_rows))), abs=0.02)
+        assert isrel[0][T.RELEVANT] > isrel[1][T.RELEVANT]
+    finally:
+        lm.close()
+        states.close()
+
+
+def test_a_chain_over_the_model_answers_from_the_relevant_passage(built) -> None:
+    from langchain_core.documents import Document
+
+    from langchain_selfrag.chain import SelfRAGChain
+
+    _, _, model = built
+    lm = load_reflection_lm(model, n_ctx=1024)
+    docs = [Document(text, metadata={"source": f"{title}.md", "title": title}) for title, text in PASSAGES]
+    try:
+        out = SelfRAGChain.from_retriever(lm, lambda q: docs, mode="always", abstain_isrel=0.0,
+                                          abstain_issup=0.0).invoke(QUESTION)
+        assert not out["abstained"] and "City3" in out["answer"]
+        chosen = [c for c in out["trace"] if c["chosen"]]
+        assert [c["passage"] for c in chosen] == [0]  # the passage that states it (citing also needs IsSup)
+        assert chosen[0]["isrel"] > max(c["isrel"] for c in out["trace"] if c["passage"] == 1)
+    finally:
+        lm.close()
