@@ -35,7 +35,6 @@ class QuestionLayoutLM(ChatReflectionLM):
         model.prompt_layout = PAPER_LAYOUT  # the questions arrive laid out already
         model.writes_reflection_tokens = False  # its answers are text: the tokens only answer questions
         super().__init__(model, questions=answered_in_tokens(questions or ReflectionQuestions()), **options)
-        self.model = model
 
     @property
     def prompt_layout(self) -> PromptLayout:
@@ -44,7 +43,7 @@ class QuestionLayoutLM(ChatReflectionLM):
     @property
     def model_path(self) -> Any:
         """The model's own file or folder: its calibration sidecar and card are found beside it."""
-        return getattr(self.model, "model_path", None)
+        return getattr(self._judge_model, "model_path", None)
 
     @property
     def name(self) -> str:
