@@ -65,16 +65,17 @@ def timed_child(cmd: list[str], env: dict[str, str]) -> tuple[float, float, str]
     return seconds, usage.ru_maxrss / 1024, text
 
 
-def build(model: str, cache: Path) -> tuple[Path, float]:
-    """The model's GGUF built into ``cache`` and the seconds it took."""
+def build(model: str, cache: Path, outtype: str | None = None) -> tuple[Path, float]:
+    """The model's GGUF built into ``cache`` (``outtype``: the merge's, default the bundled build's) and the
+    seconds it took."""
     from langchain_selfrag import bundled
 
     folder = bundled.bundle_dir(model) if model in bundled.BUNDLED else Path(model)
-    out = bundled.cached_gguf_path(folder)
+    out = bundled.cached_gguf_path(folder, outtype=outtype or bundled.OUTTYPE)
     if out is None:
         raise SystemExit(f"{model}: no adapter or no base GGUF ({bundled.BUNDLED[model].install_hint if model in bundled.BUNDLED else folder})")
     start = time.perf_counter()
-    path = bundled.build_gguf(cache / out.name, folder=folder, progress=False)
+    path = bundled.build_gguf(cache / out.name, folder=folder, outtype=outtype or bundled.OUTTYPE, progress=False)
     return path, time.perf_counter() - start
 
 
@@ -154,6 +155,8 @@ def main(argv=None) -> int:
     ap.add_argument("--model", action="append", required=True, help="a bundled model's name or an adapter folder (repeat)")
     ap.add_argument("--reader", help="also measure each model with this chat model reading (file or base name)")
     ap.add_argument("--judge", help="with --reader: and this chat model judging relevance (file or base name)")
+    ap.add_argument("--outtype", help="the GGUF merge's type (default the bundled build's; keep: the base's own "
+                    "tensors, for a chatml-questions adapter)")
     ap.add_argument("--question", default=QUESTION)
     ap.add_argument("--corpus", default=str(CORPUS))
     ap.add_argument("--throughput-queries", type=int, default=8, help="0: skip the throughput benchmark")
@@ -177,7 +180,7 @@ def main(argv=None) -> int:
         os.environ["SELFRAG_CACHE_DIR"] = env["SELFRAG_CACHE_DIR"]
         rows = []
         for model in args.model:
-            built = build(model, Path(tmp) / "cache")
+            built = build(model, Path(tmp) / "cache", args.outtype)
             rows.append(measure(model, built, store, args, env))
             if reader:
                 rows.append(measure(model, built, store, args, env, reader, judge))

@@ -93,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from langchain_selfrag.graph.context import model_path
     from langchain_selfrag.lm.chat import ReaderTurn
     from langchain_selfrag.lm.judge import JudgePrompt
-    from training.relevance_head import answer_direction, auc, contrast_aucs
+    from training.relevance_head import answer_direction, auc, contrast_aucs, load_features
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--run", required=True, help="a training.relevance_head output folder (pairs.jsonl, features/)")
@@ -122,8 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         blocks.append(block)
         print(f"layers {start + len(part)}/{len(pairs)} ({time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
     states = np.concatenate(blocks).astype(np.float64)
-    final = np.concatenate([np.load(run / "features" / f"{s:06d}.npy")
-                            for s in range(0, len(pairs), 50)])[: len(pairs)].astype(np.float64)
+    final = load_features(run / "features", prompt, pairs).astype(np.float64)
     yes = prompt.yes
     from langchain_selfrag.lm.llamacpp.hidden import LlamaCppHiddenStates
 

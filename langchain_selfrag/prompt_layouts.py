@@ -155,10 +155,10 @@ PAPER_LAYOUT = PromptLayout(PAPER)
 
 
 def _chatml() -> PromptLayout:
-    from .lm.chat_questions import ReflectionQuestions
+    from .lm.chat_questions import INSTRUCTION_FIRST_WITH_PASSAGE, ReflectionQuestions
 
     questions = ReflectionQuestions()
-    return PromptLayout(CHATML, system=questions.system, with_passage=questions.answer_with_passage,
+    return PromptLayout(CHATML, system=questions.system, with_passage=INSTRUCTION_FIRST_WITH_PASSAGE,
                         without_passage=questions.answer_without_passage)
 
 

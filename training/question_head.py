@@ -19,7 +19,7 @@ bans them while the model writes (a row that copies ``Yes`` would otherwise tie 
 
 The result is a PEFT trainable-tokens adapter (token rows only) recording the ``chatml-questions``
 layout, which the GGUF merge (``langchain_selfrag.bundled.build_gguf``) and transformers take.
-The features are the relevance head's, cached in chunks: a stopped run resumes.
+The features are the relevance head's, cached by prompt: a stopped run resumes, a new draw reuses them.
 
 Example::
 
@@ -144,16 +144,19 @@ def train_question_head(base_model: str, train_file: str, output_dir: str, *, li
     from langchain_selfrag.lm.relevance_head import RelevanceHead
     from langchain_selfrag.prompt_layouts import CHATML_QUESTIONS, CONFIG_KEY
 
-    from .relevance_head import train_relevance_head
+    from langchain_selfrag.lm.judge import JudgePrompt
+
+    from .relevance_head import load_features, train_relevance_head
 
     started = time.monotonic()
     out = Path(output_dir)
     path = Path(model_path(base_model))
     report = train_relevance_head(base_model, train_file, str(out), limit=limit, seed=seed, threads=threads)
     head = RelevanceHead.load(out / "relevance_head.json")
-    h = np.concatenate([np.load(p) for p in sorted((out / "features").glob("*.npy"))])[: report["pairs"]]
+    pairs = [json.loads(line) for line in (out / "pairs.jsonl").read_text(encoding="utf-8").splitlines()]
+    h = load_features(out / "features", JudgePrompt(), pairs)
     unit, projection = shared_direction(h)
-    labels = np.array([json.loads(line)["label"] for line in (out / "pairs.jsonl").read_text().splitlines()])[: len(h)]
+    labels = np.array([p["label"] for p in pairs])
     folded = without_bias(h, labels, head.weights, head.bias, unit)
 
     words = {tok: word for group in ReflectionQuestions().answer_words.values() for word, tok in group.items()}

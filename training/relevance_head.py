@@ -8,7 +8,7 @@ does answer. Here the model stays frozen: its final hidden state at the judge pr
 (question, passage) pair, and a logistic head is fitted to it, starting from the untrained judge's own
 direction (``Yes`` row minus ``No`` row), which stays unpenalised. The pairs are the IsRel labels of a
 Self-RAG training file (``[Retrieval]<paragraph>title\\npassage</paragraph>[Relevant]``), sampled by
-variant. Features are cached in chunks, so an interrupted run resumes.
+variant. Features are cached by prompt, so an interrupted run resumes and a new draw reuses them.
 
 Example::
 
@@ -19,6 +19,7 @@ Example::
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import random
@@ -68,26 +69,61 @@ def judge_pairs(rows: Iterable[Mapping], *, seed: int = 0,
     return pairs
 
 
-def extract(states, prompt, pairs: Sequence[Mapping], folder: Path, *, chunk: int = 50) -> np.ndarray:
-    """Hidden states of the judge prompt of each pair, in chunk files under ``folder`` (kept between runs)."""
+def _feature_key(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:20]
+
+
+def cached_features(folder: Path) -> dict[str, np.ndarray]:
+    """Every hidden state cached under ``folder``, by the hash of its prompt's text (a chunk ``NNNNNN.npy``
+    counts once its ``NNNNNN.keys.json`` is written beside it)."""
+    rows: dict[str, np.ndarray] = {}
+    for keys_path in sorted(folder.glob("*.keys.json")):
+        block = np.load(keys_path.with_name(keys_path.name.removesuffix(".keys.json") + ".npy"))
+        keys = json.loads(keys_path.read_text(encoding="utf-8"))
+        if len(keys) == len(block):
+            rows.update(zip(keys, block))
+    return rows
+
+
+def pair_prompts(prompt, pairs: Sequence[Mapping]) -> list[str]:
+    """The judge prompt of each (question, title, passage) pair."""
     from langchain_selfrag.lm.chat import ReaderTurn
 
+    return [prompt(ReaderTurn(p["question"], "", p["title"] or None, p["passage"])) for p in pairs]
+
+
+def extract(states, prompt, pairs: Sequence[Mapping], folder: Path, *, chunk: int = 50) -> np.ndarray:
+    """Hidden states of the judge prompt of each pair. They are cached in chunk files under ``folder`` by
+    the prompt's text, so a stopped run resumes and a run drawing other pairs computes only the new ones."""
     folder.mkdir(parents=True, exist_ok=True)
-    blocks, started, done = [], time.monotonic(), 0
-    for start in range(0, len(pairs), chunk):
-        path = folder / f"{start:06d}.npy"
-        part = pairs[start : start + chunk]
-        if path.is_file() and len(block := np.load(path)) >= len(part):  # a longer run's chunk: its first rows
-            blocks.append(block[: len(part)])
-            continue
-        turns = [ReaderTurn(p["question"], "", p["title"] or None, p["passage"]) for p in part]
-        block = states.last_hidden([prompt(t) for t in turns])
-        np.save(path, block)
-        blocks.append(block)
-        done += len(part)
+    texts = pair_prompts(prompt, pairs)
+    keys = [_feature_key(t) for t in texts]
+    rows = cached_features(folder)
+    missing = [i for i, key in enumerate(keys) if key not in rows and keys.index(key) == i]
+    started, done = time.monotonic(), 0
+    n_files = len(list(folder.glob("*.keys.json")))
+    for start in range(0, len(missing), chunk):
+        part = missing[start : start + chunk]
+        block = states.last_hidden([texts[i] for i in part])
+        name = f"{n_files:06d}"
+        np.save(folder / f"{name}.npy", block)
+        (folder / f"{name}.keys.json").write_text(json.dumps([keys[i] for i in part]), encoding="utf-8")
+        rows.update((keys[i], row) for i, row in zip(part, block))
+        n_files, done = n_files + 1, done + len(part)
         rate = done / (time.monotonic() - started)
-        print(f"features {start + len(part)}/{len(pairs)} ({rate:.2f} pairs/s)", file=sys.stderr, flush=True)
-    return np.concatenate(blocks) if blocks else np.zeros((0, 0), dtype=np.float32)
+        print(f"features {done}/{len(missing)} new ({rate:.2f} pairs/s; {len(pairs) - len(missing)} cached)",
+              file=sys.stderr, flush=True)
+    return np.stack([rows[k] for k in keys]) if keys else np.zeros((0, 0), dtype=np.float32)
+
+
+def load_features(folder: Path, prompt, pairs: Sequence[Mapping]) -> np.ndarray:
+    """The cached hidden states of ``pairs`` (:func:`extract` computed them); a clear error for any missing."""
+    rows = cached_features(folder)
+    keys = [_feature_key(t) for t in pair_prompts(prompt, pairs)]
+    missing = sum(k not in rows for k in keys)
+    if missing:
+        raise TrainingError(f"{missing} of {len(keys)} pairs have no features under {folder}: run the extraction")
+    return np.stack([rows[k] for k in keys])
 
 
 def answer_direction(model_path: Path, yes_id: int, no_id: int) -> np.ndarray:

@@ -3,7 +3,7 @@
 A frozen base with fitted reflection-token rows reads IsRel from its final hidden state at the first
 position of the assistant's turn. This probe compares two user turns on the same labelled pairs:
 
-* ``answer``: the answer request of the chat layout (``ReflectionQuestions.answer_with_passage``),
+* ``answer``: the answer request of the chat layout (``INSTRUCTION_FIRST_WITH_PASSAGE``),
   where a one-model build must read IsRel before writing its answer;
 * ``judge``: the IsRel question (``ReflectionQuestions.isrel``), where the untrained ``Yes`` share is
   read (``RelevanceJudge``).
@@ -29,7 +29,7 @@ def main(argv=None) -> int:
     from langchain_selfrag.graph.context import model_path
     from langchain_selfrag.jsonl import iter_jsonl
     from langchain_selfrag.lm.chat import chatml, fill
-    from langchain_selfrag.lm.chat_questions import ReflectionQuestions
+    from langchain_selfrag.lm.chat_questions import INSTRUCTION_FIRST_WITH_PASSAGE, ReflectionQuestions
     from langchain_selfrag.lm.llamacpp.hidden import LlamaCppHiddenStates
     from training.relevance_head import answer_direction, auc, contrast_scores, extract, fit_head, judge_pairs
 
@@ -43,7 +43,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     questions = ReflectionQuestions()
-    asks = {"answer": questions.answer_with_passage, "judge": questions.isrel}
+    asks = {"answer": INSTRUCTION_FIRST_WITH_PASSAGE, "judge": questions.isrel}
     path = Path(model_path(args.model))
     pairs = judge_pairs((r for _, r in iter_jsonl(args.train_file)), seed=0)[: args.limit]
     labels = np.array([p["label"] for p in pairs])

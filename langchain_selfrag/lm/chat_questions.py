@@ -29,6 +29,12 @@ from .chat import ReaderTurn, fill
 #: A conversation open at the assistant's turn: (system, user).
 Conversation = tuple[str, str]
 
+#: The answer request as the ``chatml`` prompt layout and the three-model reader ask it: instruction first.
+#: A trained format, kept as it was. :class:`ReflectionQuestions` asks with the passage first, as its IsRel
+#: and IsSup questions do, so that on a local model the answer reuses its passage's IsRel prefill.
+INSTRUCTION_FIRST_WITH_PASSAGE = ("Answer the question from the passage, briefly.\n\nPassage ({title}):\n{passage}\n\n"
+                                  "Question: {question}")
+
 
 def _frozen(mapping: dict[str, str]) -> Mapping[str, str]:
     return MappingProxyType(dict(mapping))
@@ -51,8 +57,8 @@ class ReflectionQuestions:
                   "Does the passage support the answer? Answer Yes, Partially or No.")
     isuse: str = ("Question: {question}\n\nAnswer: {answer}\n\nHow useful is this answer to the question, "
                   "from 1 (not at all) to 5 (it answers the question fully)? Answer with one digit.")
-    answer_with_passage: str = ("Answer the question from the passage, briefly.\n\nPassage ({title}):\n{passage}\n\n"
-                                "Question: {question}")
+    answer_with_passage: str = ("Passage ({title}):\n{passage}\n\nQuestion: {question}\n\n"
+                                "Answer the question from the passage, briefly.")
     answer_without_passage: str = "Answer the question briefly.\n\nQuestion: {question}"
     answer_words: Mapping[T.Kind, Mapping[str, str]] = field(default_factory=lambda: MappingProxyType({
         T.Kind.RETRIEVE: _frozen({"Yes": T.RETRIEVAL, "No": T.NO_RETRIEVAL}),

@@ -34,7 +34,7 @@ from typing import Any
 from .. import tokens as T
 from ..chatml import chat_safe, chatml
 from .chat import ChatPrompt, ReaderTurn, split_selfrag_prompt
-from .chat_questions import ReflectionQuestions
+from .chat_questions import INSTRUCTION_FIRST_WITH_PASSAGE, ReflectionQuestions
 from .judge import RelevanceJudge
 from .protocol import Generation, ReflectionLMError, ReflectionPoint, TokenCallback
 from .scheduler import scheduler_for, unwrap
@@ -46,8 +46,8 @@ __all__ = ["ReaderCriticLM", "ReaderPrompt", "ReaderTurn", "chat_safe", "chatml"
 class ReaderPrompt(ChatPrompt):
     """How a turn becomes the reader's prompt: a chat layout and the words of the user's turn."""
 
-    # the answer's request every chat model gets (.chat_questions)
-    with_passage: str = ReflectionQuestions.answer_with_passage
+    # the answer's request as the reader was measured with (.chat_questions)
+    with_passage: str = INSTRUCTION_FIRST_WITH_PASSAGE
     without_passage: str = ReflectionQuestions.answer_without_passage
 
     def __call__(self, turn: ReaderTurn) -> str:

@@ -109,6 +109,26 @@ def test_the_shared_prefix_is_decoded_once_and_stays_cached(tiny_lm, monkeypatch
     assert_close_logs(again, first, F32_LOG_TOL)
 
 
+def test_the_next_call_reuses_the_batched_prompt_it_extends(tiny_lm, monkeypatch):
+    """After a batch, each prompt stays on its sequence until the next call, which takes the one it
+    extends (a question's answer after its passage's IsRel question) and drops the others."""
+    longer = PROMPTS[3] + T.RELEVANT + "Elsa Marrow climbed it in 1921."
+    ids, longer_ids = tiny_lm.tokenize(PROMPTS[3], add_bos=True), tiny_lm.tokenize(longer, add_bos=True)
+    assert longer_ids[: len(ids)] == ids
+    tiny_lm._forget_cache()
+    want = tiny_lm.candidate_probs([longer], list(T.GROUPS[T.Kind.ISSUP]))
+    tiny_lm._forget_cache()
+    tiny_lm.candidate_probs(PROMPTS, ISREL)
+    log = DecodeLog(tiny_lm, monkeypatch)
+    got = tiny_lm.candidate_probs([longer], list(T.GROUPS[T.Kind.ISSUP]))
+    assert len(log.calls[0]) == len(longer_ids) - len(ids)  # prompt 3's cells were reused
+    assert tiny_lm.cached_tokens == longer_ids and tiny_lm._kept == {}  # the other prompts left the cache
+    assert_close_logs(got, want, F32_LOG_TOL)
+    other = tiny_lm.tokenize(PROMPTS[1], add_bos=True)
+    tiny_lm.candidate_probs([PROMPTS[1]], ISREL)  # prompt 1 is no longer kept: only the shared prefix is reused
+    assert len(log.calls[1]) == len(other) - common_prefix(longer_ids, other)
+
+
 @pytest.mark.parametrize("n_seq_max, calls", [(1, 5), (2, 3)])
 def test_fewer_sequences_split_the_prompts_into_runs(tiny_gguf, n_seq_max, calls, monkeypatch):
     """``n_seq_max`` bounds a run: 1 scores one prompt at a time (as before), 2 in runs of 2, 2, 1."""

@@ -28,7 +28,7 @@ SCRIPT = [
     (r"Would passages", "Yes", {"Yes": 0.9, "No": 0.1}),
     (r"Zubrowka(?s:.*)Does the passage state", "Yes", {"Yes": 0.97, "No": 0.03}),
     (r"Does the passage state", "No", {"Yes": 0.04, "No": 0.96}),
-    (r"Answer the question from the passage(?s:.*)Zubrowka", "Zubrowka is the capital.", {"Zubrowka": 0.9}),
+    (r"Zubrowka(?s:.*)Answer the question from the passage", "Zubrowka is the capital.", {"Zubrowka": 0.9}),
     (r"Answer the question", "I do not know.", {"I": 0.5}),
     (r"support the answer", "Yes", {"Yes": 0.8, "Partially": 0.15, "No": 0.05}),
     (r"How useful", "5", {"5": 0.7, "4": 0.2, "1": 0.1}),

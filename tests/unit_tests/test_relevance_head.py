@@ -11,7 +11,8 @@ from langchain_selfrag import tokens as T
 from langchain_selfrag.lm.judge import RelevanceJudge
 from langchain_selfrag.lm.reader import ReaderCriticLM, ReaderTurn
 from langchain_selfrag.lm.relevance_head import RelevanceHead, RelevanceHeadError
-from training.relevance_head import auc, fit_head, fit_logistic, judge_pairs
+from training.core.config import TrainingError
+from training.relevance_head import auc, extract, fit_head, fit_logistic, judge_pairs, load_features
 
 from .test_reader_critic import ScriptedCritic, ScriptedReader
 
@@ -96,6 +97,20 @@ def test_judge_pairs_reads_isrel_labels_in_a_weighted_order() -> None:
     assert (one["title"], one["passage"], one["label"]) == ("T", "Passage 3.", 1)
     same = {"weights": {"rare": 20.0}}
     assert judge_pairs(rows, seed=1, **same) != pairs and judge_pairs(rows, **same) == pairs
+
+
+def test_features_are_cached_by_prompt_so_a_new_draw_computes_only_new_pairs(tmp_path) -> None:
+    pair = lambda i: {"question": f"What is {i}?", "title": "T", "passage": f"{i} is Zubrowka." * (i % 2)}  # noqa: E731
+    states, prompt, folder = HiddenStates(), (lambda turn: f"{turn.instruction} {turn.passage}"), tmp_path / "f"
+    first = extract(states, prompt, [pair(i) for i in range(5)], folder, chunk=2)
+    assert len(states.prompts) == 5 and len(list(folder.glob("*.npy"))) == 3
+    again = extract(states, prompt, [pair(i) for i in (4, 7, 0, 7)], folder, chunk=2)  # two cached, one new twice
+    assert states.prompts[5:] == ["What is 7? 7 is Zubrowka."]
+    assert again.tolist() == [first[4].tolist(), [1.0, 1.0], first[0].tolist(), [1.0, 1.0]]
+    assert load_features(folder, prompt, [pair(7), pair(1)]).tolist() == [[1.0, 1.0], first[1].tolist()]
+    (folder / "000003.keys.json").unlink()  # a chunk whose keys were never written is not trusted
+    with pytest.raises(TrainingError, match="1 of 1 pairs have no features"):
+        load_features(folder, prompt, [pair(7)])
 
 
 def test_logistic_fit_separates_and_leaves_the_free_column_unpenalised() -> None:

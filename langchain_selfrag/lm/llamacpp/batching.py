@@ -63,7 +63,8 @@ class BatchRun:
     The prefix common to the prompts is decoded once for all their sequences (its cached part
     copied from sequence 0), each prompt's tail on its own sequence in the same ``llama_decode``
     calls, then one ``llama_decode`` per step for every live sequence. Sequence 0 (prompt 0 and its
-    generation) stays cached afterwards; the other sequences are dropped.
+    generation) stays cached afterwards; the other sequences are dropped, except that ``score`` keeps each
+    prompt on its sequence until the next call, which reuses the one sharing most of its prompt.
     """
 
     def __init__(self, lm: NativeCalls, prompts: list[list[int]], first_seqs: list[list[int]], bans,
@@ -94,7 +95,8 @@ class BatchRun:
         except BaseException:
             self.lm._forget_cache()
             raise
-        self._keep_first(self.prompts[0])
+        self.lm._cached = self.prompts[0]
+        self.lm._kept = {seq: list(p) for seq, p in enumerate(self.prompts) if seq}  # until the next call
         self.lm._last_logits = (tuple(self.prompts[0]), logits[0])
         return logits, first
 

@@ -69,7 +69,8 @@ class LlamaCppReflectionLM(NativeCalls, ReflectionLMBase):
         self.n_vocab = int(lib.llama_vocab_n_tokens(native.vocab))
         self._n_seq = native.n_seq
         self.generates_in_batches = self._n_seq > 1
-        self._cached: list[int] = []  # the tokens sequence 0 holds, positions 0..n-1; no other sequence holds any
+        self._cached: list[int] = []  # the tokens sequence 0 holds, positions 0..n-1
+        self._kept: dict[int, list[int]] = {}  # the prompts other sequences hold until the next call
         self._last_logits: tuple[tuple[int, ...], np.ndarray] | None = None
         self.prompt_layout = layout_of_path(path)
         self._init_reflection_vocab()

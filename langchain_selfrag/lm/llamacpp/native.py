@@ -126,7 +126,8 @@ class NativeCalls:
     """Tokenizer and low-level decoding through llama.cpp's C API (mixed into the LM).
 
     Reads ``_lib``, ``_handles``, ``n_vocab``, ``context_length`` and keeps ``_cached`` (the tokens
-    sequence 0 holds) and ``_last_logits`` of the LM.
+    sequence 0 holds), ``_kept`` (the prompts other sequences hold until the next call) and
+    ``_last_logits`` of the LM.
     """
 
     @property
@@ -198,6 +199,7 @@ class NativeCalls:
         """Empty the KV cache (after a failed decode, whose cells are in an unknown state)."""
         self._lib.llama_memory_clear(self._native.memory, True)
         self._cached = []
+        self._kept = {}
         self._last_logits = None
 
     def _logits_row(self, index: int) -> np.ndarray:
@@ -246,9 +248,22 @@ class NativeCalls:
     def _reuse_prefix(self, ids: Sequence[int], upto: int, seqs: Sequence[int]) -> int:
         """Keep the cached cells of ``ids[:upto]`` on sequence 0, shared with ``seqs``; their count.
 
-        Sequence 0 beyond the common prefix leaves the cache (no other sequence holds any cell).
+        A prompt the last batched scoring kept on a sequence of its own (:attr:`_kept`) is the cache
+        when it shares more of ``ids`` than sequence 0 does: its cells move to sequence 0 (a question's
+        answer request reuses the prefill of its passage's IsRel question). The kept sequences then
+        leave the cache, and so does sequence 0 beyond the common prefix.
         """
         common = min(common_prefix(self._cached, ids), upto)
+        kept = getattr(self, "_kept", None) or {}
+        source = max(kept, key=lambda seq: common_prefix(kept[seq], ids), default=None)
+        if source is not None and min(common_prefix(kept[source], ids), upto) > common:
+            common = min(common_prefix(kept[source], ids), upto)
+            self._seq_rm(0)
+            self._seq_cp(source, 0, common)
+            self._cached = list(kept[source][:common])
+        for seq in kept:
+            self._seq_rm(seq)
+        self._kept = {}
         self._seq_rm(0, common, -1)
         del self._cached[common:]
         for seq in seqs:
