@@ -97,6 +97,14 @@ def server_of(model: Any) -> str | None:
     return None
 
 
+def _compatible_server(model: Any) -> bool:
+    """``model`` talks to an OpenAI-compatible server, not OpenAI's own API. ``ChatOpenAI`` renames the token
+    limit ``max_completion_tokens``, which llama-cpp-python's server ignores: without ``max_tokens`` in the
+    body too, a one-token question is answered at full length, log-probabilities and all."""
+    server = server_of(model)
+    return bool(server) and "api.openai.com" not in server
+
+
 class LangChainChat:
     """Conversations put to a LangChain chat model through ``batch`` (at most ``max_concurrency`` at once).
 
@@ -127,6 +135,8 @@ class LangChainChat:
         if self.family == "openai":
             if max_tokens is not None:
                 options["max_tokens"] = max_tokens
+                if _compatible_server(self.base):  # ChatOpenAI sends max_completion_tokens, which they may ignore
+                    options["extra_body"] = {**(getattr(self.base, "extra_body", None) or {}), "max_tokens": max_tokens}
             if temperature is not None:
                 options["temperature"] = temperature
             if seed is not None:

@@ -223,3 +223,18 @@ def test_each_question_of_a_merged_call_gets_its_answer():
     assert sorted(streamed) == [(1, "Zubrowka is the capital."), (3, "Zubrowka is the capital.")]
     outs = SelfRAGChain(lm, retriever_of(WEATHER, ZUBROWKA)).batch(["What is the capital of Freedonia?"] * 3)
     assert all(not out["abstained"] and "Zubrowka" in out["answer"] for out in outs)
+
+
+@pytest.mark.parametrize("base_url, sent", [("http://127.0.0.1:8080/v1", True), (None, False)],
+                         ids=["compatible-server", "openai-api"])
+def test_a_compatible_server_gets_max_tokens_beside_chatopenais_max_completion_tokens(base_url, sent):
+    """llama-cpp-python's server ignores max_completion_tokens (ChatOpenAI's name for the limit): a one-token
+    question must say max_tokens too, or it is answered at full length. OpenAI's own API gets its own name only."""
+    openai = pytest.importorskip("langchain_openai")
+    from langchain_selfrag.lm.chat_transport import LangChainChat
+
+    chat = openai.ChatOpenAI(model="qwen", base_url=base_url, api_key="none", extra_body={"ttl": 300})
+    options = LangChainChat(chat)._options(question=True, max_tokens=1, temperature=0.0)
+    payload = chat._get_request_payload([("user", "Is it?")], **options)
+    assert payload["max_completion_tokens"] == 1 and payload["logprobs"] and payload["top_logprobs"] == 10
+    assert payload.get("extra_body") == ({"ttl": 300, "max_tokens": 1} if sent else {"ttl": 300})
