@@ -99,7 +99,10 @@ def extract(states, prompt, pairs: Sequence[Mapping], folder: Path, *, chunk: in
     texts = pair_prompts(prompt, pairs)
     keys = [_feature_key(t) for t in texts]
     rows = cached_features(folder)
-    missing = [i for i, key in enumerate(keys) if key not in rows and keys.index(key) == i]
+    first: dict[str, int] = {}
+    for i, key in enumerate(keys):
+        first.setdefault(key, i)
+    missing = [i for key, i in first.items() if key not in rows]  # each uncached prompt once
     started, done = time.monotonic(), 0
     n_files = len(list(folder.glob("*.keys.json")))
     for start in range(0, len(missing), chunk):
