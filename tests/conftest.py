@@ -76,20 +76,21 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
-#: The test files that take longest (``make test``'s ``--durations``, 2026-11-27: the vLLM file about 400 s of one
-#: worker, the next ones 60-120 s), run first: ``make test`` hands whole files to its workers in collection order
-#: (``--dist loadfile --no-loadscope-reorder``), and a long file handed out last keeps one worker busy after the
-#: others have finished.
+#: The test files that take longest (``--durations`` of the integration suite, 2026-11-29, two workers on 2 cores: the
+#: vLLM file about 250 s of one worker, the next ones 60-190 s), run first: ``make test`` hands whole files to its
+#: workers in collection order (``--dist loadfile --no-loadscope-reorder``), and a long file handed out last keeps one
+#: worker busy after the others have finished.
 LONGEST_FIRST = (
     "integration_tests/test_lm_vllm.py", "integration_tests/test_chat_models_quickstart.py",
-    "integration_tests/test_chat_reflection_server.py", "integration_tests/test_docs_examples.py",
-    "integration_tests/test_abstention.py",
-    "integration_tests/test_passage_budget.py", "integration_tests/test_shutdown.py",
-    "integration_tests/test_concurrent_serving.py", "integration_tests/test_lm_remote.py",
-    "integration_tests/test_bundled_end_to_end.py", "training/test_training_sft.py",
-    "integration_tests/test_lm_llamacpp.py", "integration_tests/test_calibrate_cli.py",
-    "integration_tests/test_bundled_build.py", "integration_tests/test_decoding_guard.py",
-    "integration_tests/test_cli.py", "integration_tests/test_quiet.py",
+    "integration_tests/test_docs_examples.py", "integration_tests/test_abstention.py",
+    "integration_tests/test_calibrate_cli.py", "integration_tests/test_cli.py",
+    "integration_tests/test_lm_llamacpp.py", "integration_tests/test_concurrent_serving.py",
+    "integration_tests/test_lm_remote.py", "integration_tests/test_bundled_end_to_end.py",
+    "integration_tests/test_question_layout_model.py", "training/test_training_sft.py",
+    "integration_tests/test_quiet.py", "integration_tests/test_passage_budget.py",
+    "integration_tests/test_relevance_head.py", "integration_tests/test_shutdown.py",
+    "integration_tests/test_bundled_build.py", "integration_tests/test_chat_reflection_server.py",
+    "integration_tests/test_decoding_guard.py",
 )
 
 

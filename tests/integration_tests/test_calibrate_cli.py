@@ -24,20 +24,20 @@ DOCS = {
 }
 
 
-def indexed_store(tmp_path: Path) -> Path:
-    """``DOCS`` written to a folder and indexed by ``selfrag index`` into a store under ``tmp_path``."""
-    folder = tmp_path / "docs"
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``DOCS`` written to a folder and indexed by ``selfrag index``, once for the file (calibrate only reads it)."""
+    root = tmp_path_factory.mktemp("calibrate-cli")
+    folder = root / "docs"
     folder.mkdir()
     for name, text in DOCS.items():
         (folder / name).write_text(text)
-    store = tmp_path / "store"
-    assert selfrag("index", str(folder), "--store", str(store), "--quiet").returncode == 0
-    return store
+    assert selfrag("index", str(folder), "--store", str(root / "store"), "--quiet").returncode == 0
+    return root / "store"
 
 
 @pytest.mark.slow
-def test_calibrate_writes_beside_the_model_and_chains_use_it(tmp_path: Path, bundled_gguf: Path) -> None:
-    store = indexed_store(tmp_path)
+def test_calibrate_writes_beside_the_model_and_chains_use_it(tmp_path: Path, store: Path, bundled_gguf: Path) -> None:
     model = tmp_path / "my-model.gguf"  # a copy: the user's own model file, with no calibration yet
     shutil.copyfile(bundled_gguf, model)
     done = selfrag("calibrate", "--store", str(store), "--model", str(model), "--off-topic", "3", "--json", "--quiet")
@@ -51,9 +51,11 @@ def test_calibrate_writes_beside_the_model_and_chains_use_it(tmp_path: Path, bun
     chain = SelfRAGChain(load_reflection_lm(str(model)), open_store(store))
     assert (chain.config.abstain_isrel, chain.config.abstain_issup) == (cal.abstain_isrel, cal.abstain_issup)
     assert cal.answer_form == "generated" == chain.config.answer_form  # a model of its own: its own words
-    # fitted for quoted sentences, the form is kept in the calibration and by the next fit without the flag
+    # fitted for quoted sentences, the form is kept in the calibration and by the next fit without the flag (on
+    # fewer questions: the form does not depend on how many)
     for flags in (("--answer-form", "sentence"), ()):
-        done = selfrag("calibrate", "--store", str(store), "--model", str(model), "--off-topic", "3", "--quiet", *flags)
+        done = selfrag("calibrate", "--store", str(store), "--model", str(model), "--answerable", "2",
+                       "--near-miss", "1", "--off-topic", "1", "--quiet", *flags)
         assert done.returncode == 0, done.stderr
         assert "answers judged as: sentence" in done.stdout
         assert AbstentionCalibration.load(path).answer_form == "sentence"
@@ -61,14 +63,14 @@ def test_calibrate_writes_beside_the_model_and_chains_use_it(tmp_path: Path, bun
 
 
 @pytest.mark.slow
-def test_calibrate_a_reader_pair_writes_beside_the_judge(tmp_path: Path, bundled_gguf: Path, smollm2_gguf: Path) -> None:
-    """--reader/--judge: the pair is calibrated and its bars go beside the judge's file, which is where
-    a ReaderCriticLM with that judge reads them."""
-    store = indexed_store(tmp_path)
+def test_calibrate_a_reader_pair_writes_beside_the_judge(tmp_path: Path, store: Path, bundled_gguf: Path,
+                                                        smollm2_gguf: Path) -> None:
+    """--reader/--judge: the pair is calibrated (one question of each kind: a pair's answer costs seconds) and
+    its bars go beside the judge's file, which is where a ReaderCriticLM with that judge reads them."""
     judge = tmp_path / "judge.gguf"  # a copy, so the shared test model gets no sidecar
     shutil.copyfile(smollm2_gguf, judge)
     done = selfrag("calibrate", "--store", str(store), "--model", str(bundled_gguf), "--reader", str(smollm2_gguf),
-                   "--judge", str(judge), "--off-topic", "3", "--answerable", "3", "--near-miss", "3", "--json",
+                   "--judge", str(judge), "--off-topic", "1", "--answerable", "1", "--near-miss", "1", "--json",
                    "--quiet")
     assert done.returncode == 0, done.stderr
     path = sidecar_path(judge)
@@ -83,15 +85,12 @@ def test_calibrate_a_reader_pair_writes_beside_the_judge(tmp_path: Path, bundled
 
 
 @pytest.mark.slow
-def test_calibrate_refuses_an_empty_store_and_a_question_file_without_answers(tmp_path: Path) -> None:
+def test_calibrate_refuses_an_empty_store_and_a_question_file_without_answers(tmp_path: Path, store: Path) -> None:
     done = selfrag("calibrate", "--store", str(tmp_path / "missing"))
     assert done.returncode == 2 and done.stderr.startswith("selfrag: error:") and "Traceback" not in done.stderr
     done = selfrag("calibrate", "--store", str(tmp_path / "missing"), "--judge", str(tmp_path / "judge.gguf"))
     assert done.returncode == 2 and done.stderr.startswith("selfrag: error:") and "--reader" in done.stderr
     bad = tmp_path / "q.jsonl"
     bad.write_text(json.dumps({"question": "What is the capital of France?"}) + "\n")
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "a.txt").write_text("The Orrin Dam holds back the river Tesk.\n")
-    assert selfrag("index", str(tmp_path / "docs"), "--store", str(tmp_path / "s"), "--quiet").returncode == 0
-    done = selfrag("calibrate", "--store", str(tmp_path / "s"), "--questions", str(bad))
+    done = selfrag("calibrate", "--store", str(store), "--questions", str(bad))
     assert done.returncode == 2 and "no answerable question" in done.stderr

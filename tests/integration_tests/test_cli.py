@@ -24,10 +24,16 @@ def selfrag(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
                           timeout=timeout, cwd=ROOT, env=env)
 
 
+@pytest.fixture(scope="module")
+def demo_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
+    """The demo corpus indexed by ``selfrag index`` once for the file (ask only reads it), and that run."""
+    store = tmp_path_factory.mktemp("cli") / "store"
+    return store, selfrag("index", str(CORPUS), "--store", str(store))
+
+
 @pytest.mark.slow
-def test_index_then_ask_json(tmp_path: Path, smollm2_gguf: Path) -> None:
-    store = tmp_path / "store"
-    done = selfrag("index", str(CORPUS), "--store", str(store))
+def test_index_then_ask_json(demo_store: tuple[Path, subprocess.CompletedProcess], smollm2_gguf: Path) -> None:
+    store, done = demo_store
     assert done.returncode == 0, done.stderr
     n_docs = len(iter_files(CORPUS))
     assert f"indexed {n_docs} file(s)" in done.stdout and "indexing" in done.stderr  # progress bar on stderr
@@ -44,10 +50,11 @@ def test_index_then_ask_json(tmp_path: Path, smollm2_gguf: Path) -> None:
 
 
 @pytest.mark.slow
-def test_ask_with_a_reader(tmp_path: Path, bundled_gguf: Path, smollm2_gguf: Path) -> None:
+def test_ask_with_a_reader(tmp_path: Path, demo_store: tuple[Path, subprocess.CompletedProcess], bundled_gguf: Path,
+                           smollm2_gguf: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--reader: a chat model writes the answers that the Self-RAG model judges (ReaderCriticLM)."""
-    store = tmp_path / "store"
-    assert selfrag("index", str(CORPUS), "--store", str(store)).returncode == 0
+    store, indexed = demo_store
+    assert indexed.returncode == 0, indexed.stderr
     done = selfrag("ask", "What does the IsSup token measure?", "--store", str(store), "--model", str(bundled_gguf),
                    "--reader", str(smollm2_gguf), "--k", "2",
                    "--max-new-tokens", "24", "--abstain-isrel", "0", "--abstain-issup", "0", "--json")
@@ -63,9 +70,9 @@ def test_ask_with_a_reader(tmp_path: Path, bundled_gguf: Path, smollm2_gguf: Pat
     assert judged.returncode == 0, judged.stderr
     # the judge's IsRel (its share of Yes) differs from the critic's for the same passages
     assert [t["isrel"] for t in json.loads(judged.stdout)["trace"]] != [t["isrel"] for t in out["trace"]]
-    missing = selfrag("ask", "q", "--store", str(store), "--model", str(bundled_gguf),
-                      "--reader", str(tmp_path / "r.gguf"))
-    assert missing.returncode != 0 and "r.gguf" in missing.stderr and "Traceback" not in missing.stderr
+    code, err = in_process(capsys, "ask", "q", "--store", str(store), "--model", str(bundled_gguf),
+                           "--reader", str(tmp_path / "r.gguf"))
+    assert code != 0 and "r.gguf" in err and "Traceback" not in err
 
 
 def test_missing_store_is_a_one_line_error(tmp_path: Path) -> None:
@@ -75,15 +82,27 @@ def test_missing_store_is_a_one_line_error(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
-def test_bad_input_is_a_one_line_error(tmp_path: Path) -> None:
-    done = selfrag("ask", "q", "--mode", "never", "--model", str(tmp_path / "missing.gguf"))
-    assert done.returncode == 2 and "Traceback" not in done.stderr and "missing.gguf" in done.stderr
-    done = selfrag("ask", "q", "--judge", str(tmp_path / "judge.gguf"))
-    assert done.returncode == 2 and done.stderr.startswith("selfrag: error:") and "--reader" in done.stderr
-    done = selfrag("index", str(tmp_path / "nowhere"), "--store", str(tmp_path / "s"))
-    assert done.returncode == 2 and "no such file" in done.stderr
-    done = selfrag("ask", "q", "--threshold", "3", "--mode", "never")
-    assert done.returncode == 2 and "threshold" in done.stderr
+def in_process(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    """``selfrag ARGS`` run by ``main`` in this process (a subprocess costs seconds of imports; the test above runs
+    one): the exit status, argparse's included, and stderr."""
+    from langchain_selfrag.cli import main
+
+    try:
+        code = main(list(args))
+    except SystemExit as exc:
+        code = exc.code
+    return code, capsys.readouterr().err
+
+
+def test_bad_input_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = in_process(capsys, "ask", "q", "--mode", "never", "--model", str(tmp_path / "missing.gguf"))
+    assert code == 2 and "Traceback" not in err and "missing.gguf" in err
+    code, err = in_process(capsys, "ask", "q", "--judge", str(tmp_path / "judge.gguf"))
+    assert code == 2 and err.startswith("selfrag: error:") and "--reader" in err
+    code, err = in_process(capsys, "index", str(tmp_path / "nowhere"), "--store", str(tmp_path / "s"))
+    assert code == 2 and "no such file" in err
+    code, err = in_process(capsys, "ask", "q", "--threshold", "3", "--mode", "never")
+    assert code == 2 and "threshold" in err
 
 
 def test_every_mode_is_reachable_from_the_parser() -> None:

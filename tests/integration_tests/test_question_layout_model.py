@@ -37,7 +37,7 @@ def built(tmp_path_factory, smollm2_gguf):
     root = tmp_path_factory.mktemp("question-head")
     train = root / "train.jsonl"
     write_training_file(train)
-    meta = train_question_head(str(smollm2_gguf), str(train), str(root / "run"), limit=24, threads=2)
+    meta = train_question_head(str(smollm2_gguf), str(train), str(root / "run"), limit=24)  # $SELFRAG_THREADS
     model = build_gguf(root / "model.gguf", folder=root / "run" / "adapter", base=smollm2_gguf, outtype="keep",
                        progress=False)
     return root, meta, model

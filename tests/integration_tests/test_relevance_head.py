@@ -59,7 +59,8 @@ def write_training_file(path) -> None:
 def test_a_fitted_head_judges_for_the_chain(tmp_path, smollm2_gguf, bundled_gguf) -> None:
     train = tmp_path / "train.jsonl"
     write_training_file(train)
-    report = train_relevance_head(str(smollm2_gguf), str(train), str(tmp_path / "head"), limit=24, threads=2)
+    # threads: $SELFRAG_THREADS (one per pytest-xdist worker); two on top of the other worker spin against it
+    report = train_relevance_head(str(smollm2_gguf), str(train), str(tmp_path / "head"), limit=24)
     assert report["pairs"] == 24 and report["relevant"] == 12 and 0 <= report["untrained_auc"] <= 1
     head_file = tmp_path / "head" / "relevance_head.json"
     assert len(list((tmp_path / "head" / "features").glob("*.npy"))) == 1
