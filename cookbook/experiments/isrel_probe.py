@@ -46,16 +46,38 @@ def store_cases(store, question: str, k: int, golds: list[str] = (), kind: str =
             for doc in store.similarity_search(question, k=k)]
 
 
+class YesShare:
+    """A chat GGUF's final hidden states and its own untrained Yes share of an IsRel wording (``Yes`` minus
+    ``No`` on the last hidden state), for (question, title, passage) pairs as the relevance head's training reads them."""
+
+    def __init__(self, path: Path, threads: int = 2) -> None:
+        from langchain_selfrag.lm.llamacpp.hidden import LlamaCppHiddenStates
+        from training.relevance_head import answer_direction
+
+        self.states = LlamaCppHiddenStates(path, n_threads=threads)
+        yes, no = (self.states.tokenize(w, add_bos=False)[0] for w in ("Yes", "No"))
+        self.direction = answer_direction(path, yes, no)
+
+    def hidden(self, ask: str, pairs: list[dict]) -> np.ndarray:
+        """The final hidden state of each pair's IsRel question in wording ``ask``."""
+        from langchain_selfrag.lm.judge import JudgePrompt
+        from training.relevance_head import pair_prompts
+
+        return self.states.last_hidden(pair_prompts(JudgePrompt(ask=ask), pairs)).astype(np.float64)
+
+    def untrained(self, hidden: np.ndarray) -> np.ndarray:
+        return 0.5 * (1.0 + np.tanh(0.5 * (hidden @ self.direction)))
+
+    def close(self) -> None:
+        self.states.close()
+
+
 def main(argv=None) -> int:
-    from langchain_selfrag.chatml import chatml
     from langchain_selfrag.graph.context import model_path
-    from langchain_selfrag.lm.chat import ReaderTurn, fill
     from langchain_selfrag.lm.chat_questions import ReflectionQuestions
-    from langchain_selfrag.lm.llamacpp.hidden import LlamaCppHiddenStates
     from langchain_selfrag.lm.relevance_head import RelevanceHead
     from langchain_selfrag.retrieval.store import open_store
     from langchain_selfrag.tokens import neutralise
-    from training.relevance_head import answer_direction
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True, help="a known base's name or a chat GGUF path")
@@ -89,27 +111,22 @@ def main(argv=None) -> int:
     if not cases:
         ap.error("give --question, --labelled or --cases")
 
-    questions = ReflectionQuestions()
     path = Path(model_path(args.model))
-    states = LlamaCppHiddenStates(path, n_threads=args.threads)
-    yes, no = (states.tokenize(w, add_bos=False)[0] for w in ("Yes", "No"))
-    direction = answer_direction(path, yes, no)
+    reader = YesShare(path, args.threads)
     heads = {Path(h).parent.name or h: RelevanceHead.load(Path(h)) for h in args.head}
+    pairs = [{**case, "title": case.get("title"), "passage": neutralise(case["passage"])} for case in cases]  # as the chain neutralises them
     results = []
-    for ask in args.ask or [questions.isrel]:
-        prompts = [chatml(questions.system, fill(ask, ReaderTurn(c["question"], "", c.get("title"),
-                                                                   neutralise(c["passage"])))) for c in cases]
-        h = states.last_hidden(prompts).astype(np.float64)
+    for ask in args.ask or [ReflectionQuestions.isrel]:
+        h = reader.hidden(ask, pairs)
+        columns = {"untrained": reader.untrained(h), **{name: head.relevant(h) for name, head in heads.items()}}
         print(f"-- {ask.splitlines()[-1]}")
-        for case, row in zip(cases, h):
-            scores = {"untrained": float(1 / (1 + np.exp(-(row @ direction))))}
-            scores.update({name: float(1 / (1 + np.exp(-(row @ head.weights.astype(np.float64) + head.bias))))
-                           for name, head in heads.items()})
+        for i, case in enumerate(cases):
+            scores = {name: float(values[i]) for name, values in columns.items()}
             results.append({"ask": ask, **case, "scores": scores})
             mark = "gold " if case.get("gold") else ""
             shown = "  ".join(f"{name} {value:.3f}" for name, value in scores.items())
             print(f"{case['name'][:24]:24} {shown}  | {mark}{case['question'][:40]!r} {case['passage'][:40]!r}")
-    states.close()
+    reader.close()
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps({"model": str(path), "cases": results}, indent=1), encoding="utf-8")

@@ -32,11 +32,9 @@ NEGATIVES = ("doc_near_miss", "squad_unanswerable_more", "isrel_negative", "doc_
 
 
 def main(argv=None) -> int:
-    from langchain_selfrag.chatml import chatml
-    from langchain_selfrag.lm.chat import ReaderTurn, fill
+    from cookbook.experiments.isrel_probe import YesShare
     from langchain_selfrag.lm.chat_questions import ReflectionQuestions
-    from langchain_selfrag.lm.llamacpp.hidden import LlamaCppHiddenStates
-    from training.relevance_head import answer_direction, auc
+    from training.relevance_head import auc
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pairs", required=True, help="a relevance head's pairs.jsonl")
@@ -50,20 +48,14 @@ def main(argv=None) -> int:
     order = list(range(len(pairs)))
     random.Random(0).shuffle(order)
     drawn = [pairs[i] for i in sorted(order[: args.n])]
-    questions = ReflectionQuestions()
-    asks = {"current": questions.isrel, **WORDINGS}
-    path = Path(args.model)
-    states = LlamaCppHiddenStates(path, n_threads=2)
-    yes, no = (states.tokenize(w, add_bos=False)[0] for w in ("Yes", "No"))
-    direction = answer_direction(path, yes, no)
+    asks = {"current": ReflectionQuestions.isrel, **WORDINGS}
+    reader = YesShare(Path(args.model))
     labels = np.array([p["label"] for p in drawn])
     variants = np.array([p["variant"] for p in drawn])
     positive = labels == 1
     report: dict = {"n": len(drawn), "positives": int(positive.sum()), "auc": {}, "u": {}}
     for name in args.wordings:
-        prompts = [chatml(questions.system, fill(asks[name], ReaderTurn(p["question"], "", p["title"] or None, p["passage"])))
-                   for p in drawn]
-        share = 1 / (1 + np.exp(-(states.last_hidden(prompts).astype(np.float64) @ direction)))
+        share = reader.untrained(reader.hidden(asks[name], drawn))
         result = {"all": auc(labels, share)}
         for negative in NEGATIVES:
             mask = positive | (variants == negative)
@@ -74,7 +66,7 @@ def main(argv=None) -> int:
         print(name, report["auc"][name], flush=True)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(report), encoding="utf-8")
-    states.close()
+    reader.close()
     return 0
 
 
