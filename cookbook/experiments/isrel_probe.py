@@ -7,7 +7,8 @@ under each ``--ask`` wording (default: the IsRel question of ``ReflectionQuestio
 - ``--store`` with ``--question``: the passages the store retrieves for it (and any ``--passage`` text);
 - ``--store`` with ``--labelled``: every question of ``benchmarks/trust/project_docs/questions.json``
   (``make demo``'s and the throughput benchmark's), each retrieved chunk marked ``gold`` when it holds
-  one of the question's answer sentences;
+  one of the question's answer sentences, and a summary per scoring (is the best-judged passage gold,
+  and above ``--bar``); ``--windows N`` judges sentence windows of the chunks instead;
 - ``--cases FILE``: a JSON list of ``{"name", "question", "passage", "title"}``.
 
 Passages are neutralised as the chain neutralises them. ``--json`` writes every score. Used to find
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -38,12 +40,49 @@ def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def store_cases(store, question: str, k: int, golds: list[str] = (), kind: str = "") -> list[dict]:
-    """The chunks ``store`` retrieves for ``question``; ``gold`` when one holds an answer sentence."""
-    return [{"name": doc.metadata.get("source", "?"), "question": question, "title": doc.metadata.get("title"),
-             "passage": doc.page_content, "kind": kind,
-             "gold": any(_flat(s) in _flat(doc.page_content) for s in golds)}
-            for doc in store.similarity_search(question, k=k)]
+def windows(text: str, limit: int) -> list[str]:
+    """``text`` cut at sentence ends into windows of at most ``limit`` characters (a longer sentence alone)."""
+    out: list[str] = []
+    for sentence in (s for s in re.split(r"(?<=[.!?])\s+", text) if s.strip()):
+        if out and len(out[-1]) + 1 + len(sentence) <= limit:
+            out[-1] += " " + sentence
+        else:
+            out.append(sentence)
+    return out
+
+
+def store_cases(store, question: str, k: int, golds: list[str] = (), kind: str = "", window: int = 0) -> list[dict]:
+    """The chunks ``store`` retrieves for ``question`` (each cut into sentence windows of at most ``window``
+    characters when given, each window once); ``gold`` when one holds an answer sentence."""
+    cases, seen = [], set()
+    for doc in store.similarity_search(question, k=k):
+        for text in windows(doc.page_content, window) if window else [doc.page_content]:
+            if text not in seen:
+                seen.add(text)
+                cases.append({"name": doc.metadata.get("source", "?"), "question": question,
+                              "title": doc.metadata.get("title"), "passage": text, "kind": kind,
+                              "gold": any(_flat(s) in _flat(text) for s in golds)})
+    return cases
+
+
+def labelled_summary(cases: list[dict], scores: np.ndarray, bar: float) -> str:
+    """For ``--labelled``: the answerable questions whose best-judged passage is a gold one (and is at
+    least ``bar``), and the near misses whose best passage is below ``bar``."""
+    by_question: dict[str, list[int]] = {}
+    for i, case in enumerate(cases):
+        by_question.setdefault(case["question"], []).append(i)
+    top = top_bar = answerable = near = near_below = 0
+    for rows in by_question.values():
+        best = max(rows, key=lambda i: scores[i])
+        if cases[best]["kind"] == "answerable":
+            answerable += 1
+            top += bool(cases[best]["gold"])
+            top_bar += bool(cases[best]["gold"]) and scores[best] >= bar
+        else:
+            near += 1
+            near_below += scores[best] < bar
+    return (f"gold passage judged best {top}/{answerable}, and at >= {bar}: {top_bar}/{answerable}; "
+            f"near misses below {bar}: {near_below}/{near}")
 
 
 class YesShare:
@@ -58,11 +97,14 @@ class YesShare:
         yes, no = (self.states.tokenize(w, add_bos=False)[0] for w in ("Yes", "No"))
         self.direction = answer_direction(path, yes, no)
 
-    def hidden(self, ask: str, pairs: list[dict]) -> np.ndarray:
-        """The final hidden state of each pair's IsRel question in wording ``ask``."""
+    def hidden(self, ask: str, pairs: list[dict], cache: Path | None = None) -> np.ndarray:
+        """The final hidden state of each pair's IsRel question in wording ``ask`` (kept under ``cache``,
+        by prompt, when given: a later probe of other heads reads them instead of running the model)."""
         from langchain_selfrag.lm.judge import JudgePrompt
-        from training.relevance_head import pair_prompts
+        from training.relevance_head import extract, pair_prompts
 
+        if cache is not None:
+            return extract(self.states, JudgePrompt(ask=ask), pairs, cache).astype(np.float64)
         return self.states.last_hidden(pair_prompts(JudgePrompt(ask=ask), pairs)).astype(np.float64)
 
     def untrained(self, hidden: np.ndarray) -> np.ndarray:
@@ -92,6 +134,9 @@ def main(argv=None) -> int:
     ap.add_argument("--ask", action="append", help="an IsRel wording with {title}, {passage}, {question} (repeat)")
     ap.add_argument("--json", help="write every score here")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--windows", type=int, default=0, help="cut retrieved chunks into sentence windows of at most N characters")
+    ap.add_argument("--bar", type=float, default=0.75, help="the IsRel bar of --labelled's summary (default 0.75)")
+    ap.add_argument("--cache", type=Path, help="a folder keeping the hidden states by prompt (read, then added to)")
     args = ap.parse_args(argv)
 
     store = open_store(args.store) if args.store else None
@@ -101,9 +146,9 @@ def main(argv=None) -> int:
             ap.error("--labelled needs --store")
         for row in json.loads(LABELLED.read_text(encoding="utf-8"))["questions"]:
             golds = [a["sentence"] for a in row.get("answers", [])]
-            cases += store_cases(store, row["question"], args.k, golds, row["kind"])
+            cases += store_cases(store, row["question"], args.k, golds, row["kind"], args.windows)
     if args.question:
-        cases += store_cases(store, args.question, args.k) if store else []
+        cases += store_cases(store, args.question, args.k, window=args.windows) if store else []
         cases += [{"name": "given", "question": args.question, "title": args.title, "passage": text}
                   for text in args.passage]
     if args.cases:
@@ -117,7 +162,7 @@ def main(argv=None) -> int:
     pairs = [{**case, "title": case.get("title"), "passage": neutralise(case["passage"])} for case in cases]  # as the chain neutralises them
     results = []
     for ask in args.ask or [ReflectionQuestions.isrel]:
-        h = reader.hidden(ask, pairs)
+        h = reader.hidden(ask, pairs, args.cache)
         columns = {"untrained": reader.untrained(h), **{name: head.relevant(h) for name, head in heads.items()}}
         print(f"-- {ask.splitlines()[-1]}")
         for i, case in enumerate(cases):
@@ -126,6 +171,9 @@ def main(argv=None) -> int:
             mark = "gold " if case.get("gold") else ""
             shown = "  ".join(f"{name} {value:.3f}" for name, value in scores.items())
             print(f"{case['name'][:24]:24} {shown}  | {mark}{case['question'][:40]!r} {case['passage'][:40]!r}")
+        if args.labelled and not args.question and not args.cases:
+            for name, values in columns.items():
+                print(f"{name}: {labelled_summary(cases, values, args.bar)}")
     reader.close()
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
