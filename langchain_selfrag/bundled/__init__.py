@@ -182,6 +182,9 @@ def default_model_path(name: str | None = None, *, build: bool = True, progress:
     model = bundled_model(name)
     folder = bundle_dir(model.name)
     if not bundle_available(folder):
+        if model.name != DEFAULT_MODEL:  # a name kept for a model whose adapter no release has shipped yet
+            shipped = ", ".join(m for m in BUNDLED if bundle_available(bundle_dir(m)))
+            raise BundleError(f"{model.name} is not shipped in this release (shipped: {shipped or 'none'})")
         raise BundleError(f"the bundled adapter is missing from {folder}: reinstall langchain-selfrag")
     target = cached_gguf_path(folder)
     if target is None:

@@ -77,3 +77,16 @@ def test_shipped_calibrations_are_found_for_their_own_model_file(tmp_path, monke
     for name in BUNDLED:
         assert calibration_for(tmp_path / f"{name}-abc.gguf").model == f"{name}-abc.gguf"
     assert calibration_for(tmp_path / "unknown.gguf") is None
+
+
+def test_a_name_whose_adapter_no_release_ships_says_so(monkeypatch, tmp_path):
+    monkeypatch.delenv("SELFRAG_MODEL", raising=False)
+    folders = {name: tmp_path / name for name in BUNDLED}
+    monkeypatch.setattr(bundled, "bundle_dir", lambda name=None: folders[name or DEFAULT_MODEL])
+    adapter_folder(folders[DEFAULT_MODEL], "smollm2-135m-instruct")
+    other = next(name for name in BUNDLED if name != DEFAULT_MODEL)
+    with pytest.raises(BundleError, match=rf"^{other} is not shipped in this release \(shipped: {DEFAULT_MODEL}\)$"):
+        bundled.default_model_path(other, build=False)
+    (folders[DEFAULT_MODEL] / bundled.ADAPTER_FILE).unlink()
+    with pytest.raises(BundleError, match="the bundled adapter is missing from .*: reinstall langchain-selfrag"):
+        bundled.default_model_path(build=False)
