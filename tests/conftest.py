@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 from eval_rows import write_rows
+
+# The suite starts dozens of Python processes (subprocess tests, servers, xdist workers), most of them importing
+# torch, transformers, LangChain or vLLM. With PYTHONDONTWRITEBYTECODE set (some shells and containers set it),
+# none of them finds a .pyc and each compiles every module it imports again: about 13 s of CPU for that stack per
+# process (2 cores, 2026-11-29; test_cli.py took 104 s of CPU without a .pyc cache, 80 s with one). Here the
+# bytecode is cached all the same, outside the checkout and the venvs (PYTHONPYCACHEPREFIX), which is what
+# PYTHONDONTWRITEBYTECODE usually keeps clean; what the tests run is unchanged.
+if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None or sys.dont_write_bytecode:
+    _cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    os.environ.setdefault("PYTHONPYCACHEPREFIX", str(_cache / "langchain-selfrag" / "pycache"))
+    sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"]
+    sys.dont_write_bytecode = False
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -69,11 +69,13 @@ def stop_group(proc: subprocess.Popen) -> None:
 @contextlib.contextmanager
 def running(cmd: Sequence[str], health_url: str, log: Path, *, name: str, timeout: float = 120.0,
             accept: Callable[[bytes], bool] = lambda body: True, cwd: Path | None = None,
-            env: dict[str, str] | None = None) -> Iterator[subprocess.Popen]:
-    """Start ``cmd`` in its own process group, wait until ``health_url`` answers, stop it afterwards."""
+            env: dict[str, str] | None = None, cpus: set[int] | None = None) -> Iterator[subprocess.Popen]:
+    """Start ``cmd`` in its own process group, wait until ``health_url`` answers, stop it afterwards.
+    ``cpus``: the CPUs the server and its children may run on (all, by default)."""
+    pin = None if cpus is None else (lambda: os.sched_setaffinity(0, cpus))
     with log.open("wb") as out:
         proc = subprocess.Popen(list(cmd), stdout=out, stderr=subprocess.STDOUT, cwd=cwd, env=env,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=pin)
     try:
         deadline = time.monotonic() + timeout
         while not answers(health_url, accept):
