@@ -9,7 +9,8 @@ Starts from a fitted head's own pairs (``--pairs``, e.g. ``runs/relhead/q15/pair
   decide whether to Y?" on a tool document with and without the rule that answers it);
 
 then fits one head per combination (base, meta, rules, both) with the relevance head's own fit and writes
-each to ``OUT/NAME/relevance_head.json`` with a report (``OUT/report.json``): held-out AUC on the base
+each to ``OUT/NAME/relevance_head.json`` with a report (``OUT/report.json``) and every pair (``OUT/pairs.jsonl``:
+base, then meta, then rules): held-out AUC on the base
 pairs and on the added ones. Features are computed once, cached by prompt (``--features``: copy the
 head's own features folder there first and only the added pairs run through the model)::
 
@@ -85,6 +86,8 @@ def main(argv=None) -> int:
     meta = meta_pairs(judge_pairs(r for _, r in iter_jsonl(args.train_file)), seen)
     rules = rule_pairs(judge_pairs(r for _, r in iter_jsonl(args.rules_file)), args.rules)
     pairs = base + meta + rules
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs), encoding="utf-8")
     path = Path(model_path(args.model))
     prompt = JudgePrompt()
     states = LlamaCppHiddenStates(path, n_threads=args.threads)
