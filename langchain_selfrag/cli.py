@@ -209,9 +209,9 @@ def _add_store_flags(parser: argparse.ArgumentParser) -> None:
 
 def _shipped_models() -> str:
     """The bundled models whose adapter ships in this install, for ``--model``'s help."""
-    from .bundled import BUNDLED, bundle_available, bundle_dir
+    from .bundled import shipped_models
 
-    return ", ".join(name for name in BUNDLED if bundle_available(bundle_dir(name)))
+    return ", ".join(shipped_models())
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -28,12 +28,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from langchain_selfrag.evaluation.bio.data import data_words
 from training.core.jsonl import write_jsonl
 from training.selfrag.qa_data import Passage
 
 from .gap_corpus import _Names, invented_corpus_texts
 from .varied_data import irrelevant_row, relevant_row
-from langchain_selfrag.evaluation.bio.data import data_words
 
 
 @dataclass(frozen=True)

