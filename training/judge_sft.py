@@ -35,6 +35,7 @@ import numpy as np
 
 from langchain_selfrag.export.gguf import OUTTYPES
 from langchain_selfrag.lm.chat import ReaderTurn
+from langchain_selfrag.lm.chat_questions import ReflectionQuestions
 from langchain_selfrag.lm.judge import JudgePrompt
 
 from .core.args import add_sft_arguments, config_from_args, parse
@@ -64,7 +65,9 @@ def read_pairs(path: str | Path, *, seed: int = 0) -> list[dict[str, Any]]:
             raise TrainingError(f"{path}: row {n} is neither a Self-RAG record ({{instruction, output}}) nor a pair "
                                 f"({{question, title, passage, label}} with label 0 or 1): {dict(row)!r:.200}")
     return [{"question": r["question"], "title": r.get("title") or "", "passage": r["passage"],
-             "label": int(r["label"]), "variant": r.get("variant") or "pair"} for r in rows]
+             "label": int(r["label"]), "variant": r.get("variant") or "pair",
+             **({"answer": r["answer"].strip()} if isinstance(r.get("answer"), str) and r["answer"].strip() else {})}
+            for r in rows]
 
 
 def judge_prompt_text(pair: Mapping[str, Any], prompt: JudgePrompt) -> str:
@@ -76,6 +79,24 @@ def judge_records(pairs: Iterable[Mapping[str, Any]], prompt: JudgePrompt) -> li
     """SFT records (``prompt`` used verbatim, ``output`` the answer word) of labelled pairs."""
     return [{"instruction": p["question"], "prompt": judge_prompt_text(p, prompt),
              "output": prompt.yes if p["label"] else prompt.no} for p in pairs]
+
+
+def answer_records(pairs: Iterable[Mapping[str, Any]], prompt: JudgePrompt, limit: int,
+                   questions: ReflectionQuestions | None = None) -> list[dict[str, Any]]:
+    """SFT records of the answer request (the passage in the user's turn, as a chat model of the
+    ``chatml-questions`` layout is asked for its answer) of the first ``limit`` relevant pairs that carry an
+    ``answer``: the writer trained beside the judge, so that the LoRA keeps (or learns) answering."""
+    questions = questions or ReflectionQuestions()
+    records = []
+    for p in pairs:
+        if len(records) >= limit:
+            break
+        if p["label"] and p.get("answer"):
+            turn = ReaderTurn(p["question"], "", p.get("title") or None, p["passage"])
+            user = questions.answer(turn)[1]
+            records.append({"instruction": p["question"], "prompt": prompt.chat(questions.system, user, ""),
+                            "output": p["answer"]})
+    return records
 
 
 def answer_ids(tokenizer, prompt: JudgePrompt) -> tuple[int, int]:
@@ -115,18 +136,23 @@ def contrast_report(pairs: Sequence[Mapping[str, Any]], scores: Mapping[str, np.
     return report | contrast_scores([p.get("variant") or "" for p in pairs], labels, scores)
 
 
-def train_judge(cfg, prompt: JudgePrompt | None = None):
-    """Train the judge's LoRA on ``cfg.train_file``'s pairs (the first ``cfg.limit``); the SFT result."""
+def train_judge(cfg, prompt: JudgePrompt | None = None, *, answers: int = 0):
+    """Train the judge's LoRA on ``cfg.train_file``'s pairs (the first ``cfg.limit``), and with ``answers`` > 0
+    the answers of that many of their relevant pairs (:func:`answer_records`); the SFT result."""
     from .trainers.sft import train_sft
 
     prompt = prompt or JudgePrompt()
     pairs = read_pairs(cfg.train_file, seed=cfg.seed)
     if cfg.limit:
         pairs = pairs[: cfg.limit]
+    written = answer_records(pairs, prompt, answers) if answers > 0 else []
+    if answers > 0 and not written:
+        raise TrainingError(f"{cfg.train_file}: --answers needs relevant pairs with an 'answer' "
+                            "(cookbook.data.judge_mix writes them)")
     cfg = dataclasses.replace(cfg, limit=None, eval_file=None,
-                              extra=dict(cfg.extra) | {"method": "judge_sft", "pairs": len(pairs),
+                              extra=dict(cfg.extra) | {"method": "judge_sft", "pairs": len(pairs), "answers": len(written),
                                                        "judge_prompt": dataclasses.asdict(prompt) | {"chat": prompt.chat.__name__}})
-    return train_sft(cfg, records=judge_records(pairs, prompt), reflection_tokens=False)
+    return train_sft(cfg, records=judge_records(pairs, prompt) + written, reflection_tokens=False)
 
 
 def trained_prompt(adapter_dir: str | Path) -> JudgePrompt:
@@ -184,6 +210,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m training.judge_sft", description=__doc__.split("\n\n")[0])
     add_sft_arguments(ap, lr=2e-4, max_length=512)
     ap.add_argument("--eval-only", action="store_true", help="skip training; report on output-dir/adapter")
+    ap.add_argument("--answers", type=int, default=0, metavar="N",
+                    help="also train the answers of N relevant pairs that carry one (the answer request, "
+                         "passage in the user's turn), so the merged model still writes well (default 0)")
     ap.add_argument("--gguf-out", help="write the trained judge here as one GGUF (the base must be a GGUF)")
     ap.add_argument("--outtype", default="q8_0", choices=OUTTYPES, help="the judge GGUF's tensor type")
     args = parse(ap, argv)
@@ -195,7 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             torch.set_num_threads(args.threads)
         adapter = Path(args.output_dir) / "adapter"
         if not args.eval_only:
-            result = train_judge(cfg)
+            result = train_judge(cfg, answers=args.answers)
             adapter = result.adapter_dir
             print(json.dumps({"adapter": str(adapter), "steps": result.steps, "train_loss": result.train_loss,
                               "seconds": round(result.seconds, 1), "dropped_too_long": result.dropped}, indent=1))

@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -68,21 +69,81 @@ def without_bias(h: np.ndarray, labels: np.ndarray, weights: np.ndarray, bias: f
 
 
 def reflection_rows(word_rows: Mapping[str, np.ndarray], isrel_weights: np.ndarray | None,
-                    dim: int) -> dict[str, np.ndarray]:
+                    dim: int, *, retrieve_weights: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The output row of each reflection token (:data:`langchain_selfrag.tokens.REFLECTION_TOKENS`).
 
     ``word_rows``: the base's output row of the word each token answers with (tokens without one, the
     evidence delimiters and ``[Continue to Use Evidence]``, get zeros). ``isrel_weights``: the fitted
-    ``[Relevant]`` minus ``[Irrelevant]`` (None keeps the words' rows). ``dim``: the rows' width.
+    ``[Relevant]`` minus ``[Irrelevant]`` (None keeps the words' rows); ``retrieve_weights`` the same for
+    ``[Retrieval]`` minus ``[No Retrieval]``. ``dim``: the rows' width.
     """
     from langchain_selfrag import tokens as T
 
     rows = {tok: np.asarray(word_rows.get(tok, np.zeros(dim)), dtype=np.float64) for tok in T.REFLECTION_TOKENS}
-    if isrel_weights is not None:
-        untrained = rows[T.RELEVANT] - rows[T.IRRELEVANT]
-        half = (np.asarray(isrel_weights, dtype=np.float64) - untrained) / 2
-        rows[T.RELEVANT], rows[T.IRRELEVANT] = rows[T.RELEVANT] + half, rows[T.IRRELEVANT] - half
+    for (yes, no), weights in (((T.RELEVANT, T.IRRELEVANT), isrel_weights),
+                               ((T.RETRIEVAL, T.NO_RETRIEVAL), retrieve_weights)):
+        if weights is not None:
+            half = (np.asarray(weights, dtype=np.float64) - (rows[yes] - rows[no])) / 2
+            rows[yes], rows[no] = rows[yes] + half, rows[no] - half
     return rows
+
+
+def retrieve_questions(rows: Iterable[Mapping], n: int, *, seed: int = 0) -> list[dict]:
+    """``n`` questions of a Self-RAG training file labelled ``[No Retrieval]`` (label 0) and ``n`` labelled
+    ``[Retrieval]`` (label 1), each question once, drawn at random; fewer where the file has fewer."""
+    from langchain_selfrag import tokens as T
+
+    by_label: dict[int, dict[str, dict]] = {0: {}, 1: {}}
+    for row in rows:
+        output, question = str(row.get("output", "")), str(row.get("instruction", ""))
+        label = 1 if output.startswith(T.RETRIEVAL) else 0 if output.startswith(T.NO_RETRIEVAL) else None
+        if label is not None and question.strip():
+            by_label[label].setdefault(question, {"question": question, "title": "", "passage": "", "label": label,
+                                                  "variant": str(row.get("variant") or "unnamed")})
+    rng = random.Random(seed)
+    drawn = []
+    for label in (0, 1):
+        questions = list(by_label[label].values())
+        rng.shuffle(questions)
+        drawn += questions[:n]
+    return drawn
+
+
+def retrieve_prompt(turn) -> str:
+    """The Retrieve question about ``turn`` as the ``chatml-questions`` layout asks it, rendered in the chat layout."""
+    from langchain_selfrag.lm.chat import ChatPrompt, fill
+    from langchain_selfrag.lm.chat_questions import ReflectionQuestions
+
+    questions, chat = ReflectionQuestions(), ChatPrompt()
+    return chat.chat(questions.system, fill(questions.retrieve, turn), "")
+
+
+def fit_retrieve(path: Path, train_file: str, out: Path, n: int, *, seed: int, threads: int | None,
+                 yes_no: tuple[int, int]) -> tuple[np.ndarray, dict]:
+    """``[Retrieval]`` minus ``[No Retrieval]`` fitted on the base's final hidden state at the Retrieve question of
+    ``n`` + ``n`` labelled questions (features cached under ``out/retrieve_features``), its bias folded onto their
+    shared direction; and the fit's report (untrained and cross-validated AUC)."""
+    from langchain_selfrag.lm.llamacpp.hidden import LlamaCppHiddenStates
+
+    from .core.jsonl import read_jsonl
+    from .relevance_head import answer_direction, auc, extract, fit_head
+
+    pairs = retrieve_questions(read_jsonl(train_file), n, seed=seed)
+    labels = np.array([p["label"] for p in pairs])
+    if labels.min() == labels.max():
+        raise TrainingError(f"{train_file}: the Retrieve fit needs questions labelled [Retrieval] and [No Retrieval]")
+    states = LlamaCppHiddenStates(path, n_threads=threads)
+    try:
+        h = extract(states, retrieve_prompt, pairs, out / "retrieve_features")
+    finally:
+        states.close()
+    direction = answer_direction(path, *yes_no)
+    weights, bias, report = fit_head(h, labels, [p["question"] for p in pairs], direction, seed=seed)
+    folded = without_bias(h, labels, weights, bias, shared_direction(h)[0])
+    held_out = report.pop("held_out_scores")
+    report |= {"questions": {"no_retrieval": int((labels == 0).sum()), "retrieval": int((labels == 1).sum())},
+               "held_out_auc": round(auc(labels, held_out), 4), "folded_auc": round(auc(labels, h @ folded), 4)}
+    return folded, report
 
 
 def answer_word_ids(tokenize, words: Mapping[str, str]) -> dict[str, int]:
@@ -132,10 +193,11 @@ def write_rows_adapter(folder: Path, token_ids: Sequence[int], head_rows: np.nda
     (folder / "adapter_config.json").write_text(json.dumps(config, indent=2) + "\n")
 
 
-def train_question_head(base_model: str, train_file: str, output_dir: str, *, limit: int = 400, seed: int = 0,
-                        threads: int | None = None, fit_isrel: bool = True) -> dict:
-    """Fit the IsRel head (features cached under ``output_dir``), write the adapter to ``output_dir/adapter``;
-    returns its metadata."""
+def train_question_head(base_model: str, train_file: str | None, output_dir: str, *, limit: int = 400, seed: int = 0,
+                        threads: int | None = None, fit_isrel: bool = True, retrieve: int = 0) -> dict:
+    """Fit the IsRel head (features cached under ``output_dir``; none with ``fit_isrel=False``) and, with
+    ``retrieve`` > 0, Retrieve on that many questions of each label; write the adapter to
+    ``output_dir/adapter``; returns its metadata."""
     from langchain_selfrag import tokens as T
     from langchain_selfrag.bundled.bases import is_base_name
     from langchain_selfrag.graph.context import model_path
@@ -151,13 +213,16 @@ def train_question_head(base_model: str, train_file: str, output_dir: str, *, li
     started = time.monotonic()
     out = Path(output_dir)
     path = Path(model_path(base_model))
-    report = train_relevance_head(base_model, train_file, str(out), limit=limit, seed=seed, threads=threads)
-    head = RelevanceHead.load(out / "relevance_head.json")
-    pairs = [json.loads(line) for line in (out / "pairs.jsonl").read_text(encoding="utf-8").splitlines()]
-    h = load_features(out / "features", JudgePrompt(), pairs)
-    unit, projection = shared_direction(h)
-    labels = np.array([p["label"] for p in pairs])
-    folded = without_bias(h, labels, head.weights, head.bias, unit)
+    fitted: dict = {}
+    if fit_isrel:  # the features serve the fit alone: an untrained IsRel (the base's own Yes / No) needs none
+        report = train_relevance_head(base_model, train_file, str(out), limit=limit, seed=seed, threads=threads)
+        head = RelevanceHead.load(out / "relevance_head.json")
+        pairs = [json.loads(line) for line in (out / "pairs.jsonl").read_text(encoding="utf-8").splitlines()]
+        h = load_features(out / "features", JudgePrompt(), pairs)
+        unit, projection = shared_direction(h)
+        labels = np.array([p["label"] for p in pairs])
+        fitted = {"folded": without_bias(h, labels, head.weights, head.bias, unit), "head": head, "h": h,
+                  "labels": labels, "projection": projection, "report": report}
 
     words = {tok: word for group in ReflectionQuestions().answer_words.values() for word, tok in group.items()}
     states = LlamaCppHiddenStates(path, n_threads=threads)
@@ -167,14 +232,21 @@ def train_question_head(base_model: str, train_file: str, output_dir: str, *, li
     output, embedding = _vocab_matrices(path)
     n_vocab = int(output.data.shape[0])
     word_rows = dict(zip(word_ids, _rows(output, list(word_ids.values()))))
-    rows = reflection_rows(word_rows, folded if fit_isrel else None, h.shape[1])
+    dim = next(iter(word_rows.values())).shape[0]
+    retrieve_weights, retrieve_report = None, None
+    if retrieve > 0:
+        if not train_file:
+            raise TrainingError("the Retrieve fit reads its questions from a training file")
+        retrieve_weights, retrieve_report = fit_retrieve(
+            path, train_file, out, retrieve, seed=seed, threads=threads,
+            yes_no=(word_ids[T.RETRIEVAL], word_ids[T.NO_RETRIEVAL]))
+    rows = reflection_rows(word_rows, fitted.get("folded"), dim, retrieve_weights=retrieve_weights)
     token_ids = {tok: n_vocab + i for i, tok in enumerate(T.REFLECTION_TOKENS)}
     # untied: the input rows are a line break's, never read (the tokens are replies, not context)
     embed = None if embedding is None else np.repeat(_rows(embedding, newline[:1]), len(token_ids), axis=0)
     adapter = out / "adapter"
     write_rows_adapter(adapter, list(token_ids.values()), np.stack([rows[t] for t in token_ids]), embed)
 
-    scores = {"head": h @ head.weights + head.bias, "rows": h @ (rows[T.RELEVANT] - rows[T.IRRELEVANT])}
     meta = {
         "base_model": base_model if is_base_name(base_model) else str(path.resolve()),
         "method": "question_head",
@@ -182,13 +254,19 @@ def train_question_head(base_model: str, train_file: str, output_dir: str, *, li
         "reflection_token_ids": token_ids,
         "answer_words": {tok: words[tok] for tok in words},
         "isrel_fitted": bool(fit_isrel),
-        "shared_direction": {"mean_projection": round(float(projection.mean()), 4),
-                             "min_over_mean": round(float(projection.min() / projection.mean()), 4),
-                             "max_over_mean": round(float(projection.max() / projection.mean()), 4)},
-        "in_sample_log_loss": {k: round(_log_loss(labels, s), 4) for k, s in scores.items()},
-        "relevance_head": report,
-        "seconds": round(time.monotonic() - started, 1),
+        "retrieve_fitted": retrieve_report is not None,
     }
+    if retrieve_report is not None:
+        meta["retrieve"] = retrieve_report
+    if fitted:
+        h, head, labels, projection = fitted["h"], fitted["head"], fitted["labels"], fitted["projection"]
+        scores = {"head": h @ head.weights + head.bias, "rows": h @ (rows[T.RELEVANT] - rows[T.IRRELEVANT])}
+        meta |= {"shared_direction": {"mean_projection": round(float(projection.mean()), 4),
+                                      "min_over_mean": round(float(projection.min() / projection.mean()), 4),
+                                      "max_over_mean": round(float(projection.max() / projection.mean()), 4)},
+                 "in_sample_log_loss": {k: round(_log_loss(labels, s), 4) for k, s in scores.items()},
+                 "relevance_head": fitted["report"]}
+    meta["seconds"] = round(time.monotonic() - started, 1)
     (adapter / META_FILE).write_text(json.dumps(meta, indent=1) + "\n")
     return meta
 
@@ -201,16 +279,22 @@ def _log_loss(labels: np.ndarray, logits: np.ndarray) -> float:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m training.question_head", description=__doc__.split("\n\n")[0])
     ap.add_argument("--base-model", required=True, help="a known base's name or a GGUF path (a chat model)")
-    ap.add_argument("--train-file", required=True, help="Self-RAG training JSONL with IsRel labels")
+    ap.add_argument("--train-file", help="Self-RAG training JSONL with IsRel labels (not read with --untrained)")
     ap.add_argument("--output-dir", required=True, help="features, relevance_head.json and adapter/ go here")
     ap.add_argument("--limit", type=int, default=400, help="labelled IsRel pairs (default 400)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--untrained", action="store_true", help="keep the answer words' rows for IsRel too (no fit)")
+    ap.add_argument("--fit-retrieve", type=int, default=0, metavar="N",
+                    help="also fit Retrieve on N [No Retrieval] and N [Retrieval] questions of --train-file "
+                         "(default 0: the answer words' rows)")
+    ap.add_argument("--untrained", action="store_true",
+                    help="keep the answer words' rows for IsRel too: no fit, no features (a base trained to judge)")
     args = ap.parse_args(argv)
+    if not args.train_file and (not args.untrained or args.fit_retrieve):
+        ap.error("--train-file is required to fit IsRel or Retrieve (--untrained: the base's own Yes / No for IsRel)")
     try:
         meta = train_question_head(args.base_model, args.train_file, args.output_dir, limit=args.limit, seed=args.seed,
-                                   threads=args.threads, fit_isrel=not args.untrained)
+                                   threads=args.threads, fit_isrel=not args.untrained, retrieve=args.fit_retrieve)
     except (TrainingError, FileNotFoundError, ValueError) as exc:
         ap.exit(2, f"{ap.prog}: error: {exc}\n")
     print(json.dumps({k: v for k, v in meta.items() if k != "relevance_head"}, indent=1))

@@ -53,14 +53,6 @@ def meta_pairs(pairs: list[dict], seen: set[tuple[str, str]]) -> list[dict]:
     return out
 
 
-def rule_pairs(pairs: list[dict], documents: int) -> list[dict]:
-    """Both pairs of the first ``documents`` questions of a decision-rules file."""
-    by_question: dict[str, list[dict]] = {}
-    for p in pairs:
-        by_question.setdefault(p["question"], []).append(p)
-    return [p for q in list(by_question)[:documents] for p in by_question[q]]
-
-
 def main(argv=None) -> int:
     from langchain_selfrag.bundled.parts import file_sha256
     from langchain_selfrag.graph.context import model_path
@@ -69,6 +61,7 @@ def main(argv=None) -> int:
     from langchain_selfrag.lm.relevance_head import RelevanceHead
     from training.relevance_head import auc, fit_head, judge_pairs
 
+    from cookbook.data.judge_mix import rule_pairs
     from cookbook.experiments.isrel_probe import YesShare
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

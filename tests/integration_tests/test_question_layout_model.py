@@ -125,3 +125,21 @@ def test_a_chain_over_the_model_answers_from_the_relevant_passage(built) -> None
         assert chosen[0]["isrel"] > max(c["isrel"] for c in out["trace"] if c["passage"] == 1)
     finally:
         lm.close()
+
+
+def test_an_untrained_isrel_reads_no_features_and_is_the_bases_own_yes(tmp_path, smollm2_gguf) -> None:
+    # a base already trained to judge (training.judge_sft's merged GGUF) keeps its own Yes / No for IsRel
+    meta = train_question_head(str(smollm2_gguf), None, str(tmp_path / "run"), fit_isrel=False)
+    assert not meta["isrel_fitted"] and "relevance_head" not in meta
+    assert not (tmp_path / "run" / "features").exists()
+    model = build_gguf(tmp_path / "model.gguf", folder=tmp_path / "run" / "adapter", base=smollm2_gguf,
+                       outtype="keep", progress=False)
+    lm = load_reflection_lm(model, n_ctx=1024)
+    chat = ChatReflectionLM(LocalChat(load_reflection_lm(smollm2_gguf, n_ctx=1024)))
+    try:
+        ours = lm.candidate_probs(_prompts(), [T.IRRELEVANT, T.RELEVANT])
+        theirs = chat.candidate_probs(_prompts(), [T.IRRELEVANT, T.RELEVANT])
+        assert [p[T.RELEVANT] for p in ours] == pytest.approx([p[T.RELEVANT] for p in theirs], abs=0.02)
+    finally:
+        lm.close()
+        chat.close()

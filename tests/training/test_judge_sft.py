@@ -23,7 +23,8 @@ from langchain_selfrag.lm.reader import ReaderTurn  # noqa: E402
 from training.core.adapters import load_trained, prepare_model  # noqa: E402
 from training.core.config import META_FILE, SFTRunConfig  # noqa: E402
 from benchmarks import judge_heldout  # noqa: E402
-from training.judge_sft import main, train_judge, trained_prompt, write_judge_gguf, yes_shares  # noqa: E402
+from training.judge_sft import (answer_records, main, read_pairs, train_judge, trained_prompt,  # noqa: E402
+                                write_judge_gguf, yes_shares)
 
 #: measured on this tiny model, f32 files: 1.6e-5 between transformers and llama.cpp
 F32_TOL = 1e-3
@@ -112,3 +113,23 @@ def test_pairs_too_long_to_train_on_are_counted_aloud(tiny, tmp_path, capsys):
     assert json.loads(summary[: summary.index("}") + 1])["dropped_too_long"] == 1
     meta = json.loads((tmp_path / "run" / "adapter" / META_FILE).read_text())
     assert meta["dropped_too_long"] == 1 and meta["examples"] == len(pairs)
+
+
+def test_answer_records_ask_as_the_question_model_asks_and_train_only_relevant_answered_pairs(tmp_path):
+    from langchain_selfrag.lm.chat_questions import ReflectionQuestions
+
+    pairs = [{"question": "Who reads it?", "title": "Notes", "passage": "The river reads.", "label": 1, "answer": "The river"},
+             {"question": "Who paints it?", "title": "Notes", "passage": "A cat sleeps.", "label": 0, "answer": "x"},
+             {"question": "Who visits it?", "title": "", "passage": "Our teacher visits.", "label": 1},
+             {"question": "Who finds it?", "title": "Notes", "passage": "The city finds.", "label": 1, "answer": "The city"}]
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("".join(json.dumps(p) + "\n" for p in pairs))
+    read = read_pairs(path)
+    assert [p.get("answer") for p in read] == ["The river", "x", None, "The city"]
+    prompt, questions = JudgePrompt(), ReflectionQuestions()
+    records = answer_records(read, prompt, limit=5)
+    assert [r["output"] for r in records] == ["The river", "The city"]
+    turn = ReaderTurn("Who reads it?", "", "Notes", "The river reads.")
+    assert records[0]["prompt"] == prompt.chat(*questions.answer(turn), "")  # the writer's own request
+    assert "Answer the question from the passage" in records[0]["prompt"]
+    assert [r["output"] for r in answer_records(read, prompt, limit=1)] == ["The river"]

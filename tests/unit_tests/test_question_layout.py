@@ -12,7 +12,8 @@ from langchain_selfrag.lm.question_layout import QuestionLayoutLM, read_in_its_l
 from langchain_selfrag.prompt_layouts import (CHATML_QUESTIONS, LAYOUT_NAMES, PAPER_LAYOUT, SINGLE_PROMPT_LAYOUTS,
                                               PromptLayoutError, layout_named)
 from langchain_selfrag.prompts import format_prompt
-from training.question_head import reflection_rows, shared_direction, without_bias
+from training.question_head import (reflection_rows, retrieve_prompt, retrieve_questions, shared_direction,
+                                    without_bias)
 
 PROMPT = format_prompt("Who wrote Hamlet?") + T.RETRIEVAL + T.PARAGRAPH_START + "Hamlet\nShakespeare wrote Hamlet." + T.PARAGRAPH_END
 
@@ -97,6 +98,32 @@ def test_rows_hold_the_fitted_odds_and_the_words_rows_elsewhere() -> None:
     np.testing.assert_allclose(rows[T.PARAGRAPH_START], np.zeros(8))  # no answer word
     untrained = reflection_rows(words, None, 8)
     np.testing.assert_allclose(untrained[T.RELEVANT], words[T.RELEVANT])
+    both = reflection_rows(words, None, 8, retrieve_weights=folded)  # Retrieve fitted, IsRel the words'
+    np.testing.assert_allclose(both[T.RETRIEVAL] - both[T.NO_RETRIEVAL], folded)
+    np.testing.assert_allclose(both[T.RETRIEVAL] + both[T.NO_RETRIEVAL], words[T.RETRIEVAL] + words[T.NO_RETRIEVAL])
+    np.testing.assert_allclose(both[T.RELEVANT], words[T.RELEVANT])
+
+
+def test_retrieve_questions_are_drawn_by_label_once_each() -> None:
+    rows = ([{"instruction": f"Rewrite sentence {i}.", "output": T.NO_RETRIEVAL + "Done." + T.UTILITY[4]}
+             for i in range(5)]
+            + [{"instruction": f"Who won race {i}?", "output": T.RETRIEVAL + "<paragraph>t\np</paragraph>",
+                "variant": "retrieval"} for i in range(8)] * 2  # each question twice: drawn once
+            + [{"instruction": "Unlabelled", "output": "plain text"}])
+    drawn = retrieve_questions(rows, 3, seed=1)
+    assert [p["label"] for p in drawn] == [0, 0, 0, 1, 1, 1]
+    assert len({p["question"] for p in drawn}) == 6
+    assert all(p["question"].startswith("Rewrite") == (p["label"] == 0) for p in drawn)
+    assert retrieve_questions(rows, 3, seed=1) == drawn  # the same draw for the same seed
+    assert len(retrieve_questions(rows, 50)) == 5 + 8  # fewer where the file has fewer
+
+
+def test_the_retrieve_prompt_is_the_questions_retrieve_ask_in_the_chat_layout() -> None:
+    from langchain_selfrag.lm.chat import ReaderTurn
+
+    text = retrieve_prompt(ReaderTurn("Who won?", "", None, None))
+    assert text.startswith("<|im_start|>system\n" + ReflectionQuestions().system)
+    assert "Question: Who won?" in text and text.endswith("<|im_start|>assistant\n")
 
 
 def test_a_model_that_answers_in_questions_never_writes_its_tokens() -> None:

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# A chatml-questions model whose own layers judge relevance: LoRA (training.judge_sft) teaches
+# Qwen2.5-Coder's upper layers the IsRel question's Yes / No on the question model's IsRel pairs plus
+# decision-rule documents (cookbook.data.judge_mix), merged into the base; then the question model on
+# that merged base (training.question_head) with IsRel left as the trained Yes / No (--untrained) and
+# Retrieve fitted on labelled questions (the LoRA moves the Retrieve question's Yes too).
+#   RUN=runs/lora15 bash cookbook/selfrag_qwen/judge_question_model.sh     # after build_data.sh (runs/qwen)
+# Resumable: judge_sft resumes from its checkpoints, the Retrieve features are cached by prompt.
+# Time (Intel Xeon, 2 cores): LoRA 27 min (120 steps), merge 4 min, Retrieve features 13 min, merge 40 s.
+set -euo pipefail
+PY=${PY:-python}
+DATA=${DATA:-runs/qwen/data/all.jsonl}
+RUN=${RUN:-runs/lora15}
+BASE=${BASE:-qwen2.5-coder-1.5b-instruct}
+THREADS=${THREADS:-2}
+FROM_LAYER=${FROM_LAYER:-14}
+ANSWERS=${ANSWERS:-0}   # relevant pairs whose answers are trained too (judge_sft --answers); 0 as measured
+$PY -m cookbook.data.decision_rules --out "$RUN/rules.jsonl" --documents 120
+$PY -m cookbook.data.judge_mix --train-file "$DATA" --limit 400 --rules-file "$RUN/rules.jsonl" --rules 40 \
+    --out "$RUN/pairs.jsonl"
+$PY -m training.judge_sft --base-model "$BASE" --train-file "$RUN/pairs.jsonl" --output-dir "$RUN/run" \
+    --epochs 1 --batch-size 4 --lr 2e-4 --threads "$THREADS" --bf16 auto --train-from-layer "$FROM_LAYER" \
+    --answers "$ANSWERS" --gguf-out "$RUN/judge.gguf" --outtype q8_0
+$PY -m training.question_head --base-model "$RUN/judge.gguf" --output-dir "$RUN/qm" --untrained \
+    --fit-retrieve 150 --train-file "$DATA" --threads "$THREADS"
+$PY -c "
+from pathlib import Path
+from langchain_selfrag.bundled import build_gguf
+print(build_gguf(Path('$RUN/qm/model.gguf'), folder=Path('$RUN/qm/adapter'), outtype='keep', progress=False))
+"
