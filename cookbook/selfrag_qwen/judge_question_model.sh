@@ -15,12 +15,13 @@ BASE=${BASE:-qwen2.5-coder-1.5b-instruct}
 THREADS=${THREADS:-2}
 FROM_LAYER=${FROM_LAYER:-14}
 ANSWERS=${ANSWERS:-0}   # relevant pairs whose answers are trained too (judge_sft --answers); 0 as measured
+OUTTYPE=${OUTTYPE:-q8_0}  # the merged judge's tensors; q4_0 prefills about 1.75x faster on these cores
 $PY -m cookbook.data.decision_rules --out "$RUN/rules.jsonl" --documents 120
 $PY -m cookbook.data.judge_mix --train-file "$DATA" --limit 400 --rules-file "$RUN/rules.jsonl" --rules 40 \
     --out "$RUN/pairs.jsonl"
 $PY -m training.judge_sft --base-model "$BASE" --train-file "$RUN/pairs.jsonl" --output-dir "$RUN/run" \
     --epochs 1 --batch-size 4 --lr 2e-4 --threads "$THREADS" --bf16 auto --train-from-layer "$FROM_LAYER" \
-    --answers "$ANSWERS" --gguf-out "$RUN/judge.gguf" --outtype q8_0
+    --answers "$ANSWERS" --gguf-out "$RUN/judge.gguf" --outtype "$OUTTYPE"
 $PY -m training.question_head --base-model "$RUN/judge.gguf" --output-dir "$RUN/qm" --untrained \
     --fit-retrieve 150 --train-file "$DATA" --threads "$THREADS"
 $PY -c "
