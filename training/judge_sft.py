@@ -93,8 +93,7 @@ def answer_records(pairs: Iterable[Mapping[str, Any]], prompt: JudgePrompt, limi
             break
         if p["label"] and p.get("answer"):
             turn = ReaderTurn(p["question"], "", p.get("title") or None, p["passage"])
-            user = questions.answer(turn)[1]
-            records.append({"instruction": p["question"], "prompt": prompt.chat(questions.system, user, ""),
+            records.append({"instruction": p["question"], "prompt": prompt.chat(*questions.answer(turn), ""),
                             "output": p["answer"]})
     return records
 

@@ -111,33 +111,27 @@ def retrieve_questions(rows: Iterable[Mapping], n: int, *, seed: int = 0) -> lis
 
 def retrieve_prompt(turn) -> str:
     """The Retrieve question about ``turn`` as the ``chatml-questions`` layout asks it, rendered in the chat layout."""
-    from langchain_selfrag.lm.chat import ChatPrompt, fill
+    from langchain_selfrag import tokens as T
+    from langchain_selfrag.lm.chat import ChatPrompt
     from langchain_selfrag.lm.chat_questions import ReflectionQuestions
 
-    questions, chat = ReflectionQuestions(), ChatPrompt()
-    return chat.chat(questions.system, fill(questions.retrieve, turn), "")
+    return ChatPrompt().chat(*ReflectionQuestions().ask(T.Kind.RETRIEVE, turn), "")
 
 
-def fit_retrieve(path: Path, train_file: str, out: Path, n: int, *, seed: int, threads: int | None,
-                 yes_no: tuple[int, int]) -> tuple[np.ndarray, dict]:
-    """``[Retrieval]`` minus ``[No Retrieval]`` fitted on the base's final hidden state at the Retrieve question of
-    ``n`` + ``n`` labelled questions (features cached under ``out/retrieve_features``), its bias folded onto their
-    shared direction; and the fit's report (untrained and cross-validated AUC)."""
-    from langchain_selfrag.lm.llamacpp.hidden import LlamaCppHiddenStates
-
+def fit_retrieve(states, train_file: str, out: Path, n: int, *, seed: int,
+                 direction: np.ndarray) -> tuple[np.ndarray, dict]:
+    """``[Retrieval]`` minus ``[No Retrieval]`` fitted on the base's final hidden state (``states``) at the Retrieve
+    question of ``n`` + ``n`` labelled questions (features cached under ``out/retrieve_features``), starting from
+    ``direction`` (the words' rows' difference), its bias folded onto their shared direction; and the fit's report
+    (untrained and cross-validated AUC)."""
     from .core.jsonl import read_jsonl
-    from .relevance_head import answer_direction, auc, extract, fit_head
+    from .relevance_head import auc, extract, fit_head
 
     pairs = retrieve_questions(read_jsonl(train_file), n, seed=seed)
     labels = np.array([p["label"] for p in pairs])
     if labels.min() == labels.max():
         raise TrainingError(f"{train_file}: the Retrieve fit needs questions labelled [Retrieval] and [No Retrieval]")
-    states = LlamaCppHiddenStates(path, n_threads=threads)
-    try:
-        h = extract(states, retrieve_prompt, pairs, out / "retrieve_features")
-    finally:
-        states.close()
-    direction = answer_direction(path, *yes_no)
+    h = extract(states, retrieve_prompt, pairs, out / "retrieve_features")
     weights, bias, report = fit_head(h, labels, [p["question"] for p in pairs], direction, seed=seed)
     folded = without_bias(h, labels, weights, bias, shared_direction(h)[0])
     held_out = report.pop("held_out_scores")
@@ -225,21 +219,23 @@ def train_question_head(base_model: str, train_file: str | None, output_dir: str
                   "labels": labels, "projection": projection, "report": report}
 
     words = {tok: word for group in ReflectionQuestions().answer_words.values() for word, tok in group.items()}
-    states = LlamaCppHiddenStates(path, n_threads=threads)
-    word_ids = answer_word_ids(lambda text: states.tokenize(text, add_bos=False), words)
-    newline = states.tokenize("\n", add_bos=False)
-    states.close()
+    if retrieve > 0 and not train_file:
+        raise TrainingError("the Retrieve fit reads its questions from a training file")
     output, embedding = _vocab_matrices(path)
     n_vocab = int(output.data.shape[0])
-    word_rows = dict(zip(word_ids, _rows(output, list(word_ids.values()))))
-    dim = next(iter(word_rows.values())).shape[0]
     retrieve_weights, retrieve_report = None, None
-    if retrieve > 0:
-        if not train_file:
-            raise TrainingError("the Retrieve fit reads its questions from a training file")
-        retrieve_weights, retrieve_report = fit_retrieve(
-            path, train_file, out, retrieve, seed=seed, threads=threads,
-            yes_no=(word_ids[T.RETRIEVAL], word_ids[T.NO_RETRIEVAL]))
+    states = LlamaCppHiddenStates(path, n_threads=threads)
+    try:
+        word_ids = answer_word_ids(lambda text: states.tokenize(text, add_bos=False), words)
+        newline = states.tokenize("\n", add_bos=False)
+        word_rows = dict(zip(word_ids, _rows(output, list(word_ids.values()))))
+        if retrieve > 0:
+            retrieve_weights, retrieve_report = fit_retrieve(
+                states, train_file, out, retrieve, seed=seed,
+                direction=word_rows[T.RETRIEVAL] - word_rows[T.NO_RETRIEVAL])
+    finally:
+        states.close()
+    dim = next(iter(word_rows.values())).shape[0]
     rows = reflection_rows(word_rows, fitted.get("folded"), dim, retrieve_weights=retrieve_weights)
     token_ids = {tok: n_vocab + i for i, tok in enumerate(T.REFLECTION_TOKENS)}
     # untied: the input rows are a line break's, never read (the tokens are replies, not context)
