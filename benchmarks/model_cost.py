@@ -65,18 +65,28 @@ def timed_child(cmd: list[str], env: dict[str, str]) -> tuple[float, float, str]
     return seconds, usage.ru_maxrss / 1024, text
 
 
+def _build_gguf(out: str, folder: str, outtype: str | None) -> str:
+    from langchain_selfrag import bundled
+
+    return str(bundled.build_gguf(Path(out), folder=Path(folder), outtype=outtype, progress=False))
+
+
 def build(model: str, cache: Path, outtype: str | None = None) -> tuple[Path, float]:
-    """The model's GGUF built into ``cache`` (``outtype``: the merge's, default the bundled build's) and the
-    seconds it took."""
+    """The model's GGUF built into ``cache`` (``outtype``: the merge's, default the bundled model's own) and
+    the seconds it took. Built in a process of its own: a child forked from a process that held the merge's
+    arrays would report that process's size as its own peak (Linux keeps ``ru_maxrss`` across fork)."""
+    import multiprocessing
+
     from langchain_selfrag import bundled
 
     folder = bundled.bundle_dir(model) if model in bundled.BUNDLED else Path(model)
-    out = bundled.cached_gguf_path(folder, outtype=outtype or bundled.OUTTYPE)
+    out = bundled.cached_gguf_path(folder, outtype=outtype)
     if out is None:
         raise SystemExit(f"{model}: no adapter or no base GGUF ({bundled.BUNDLED[model].install_hint if model in bundled.BUNDLED else folder})")
     start = time.perf_counter()
-    path = bundled.build_gguf(cache / out.name, folder=folder, outtype=outtype or bundled.OUTTYPE, progress=False)
-    return path, time.perf_counter() - start
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        path = pool.apply(_build_gguf, (str(cache / out.name), str(folder), outtype))
+    return Path(path), time.perf_counter() - start
 
 
 def pair_flags(reader: str | None, judge: str | None) -> list[str]:
@@ -155,7 +165,7 @@ def main(argv=None) -> int:
     ap.add_argument("--model", action="append", required=True, help="a bundled model's name or an adapter folder (repeat)")
     ap.add_argument("--reader", help="also measure each model with this chat model reading (file or base name)")
     ap.add_argument("--judge", help="with --reader: and this chat model judging relevance (file or base name)")
-    ap.add_argument("--outtype", help="the GGUF merge's type (default the bundled build's; keep: the base's own "
+    ap.add_argument("--outtype", help="the GGUF merge's type (default the bundled model's own; keep: the base's own "
                     "tensors, for a chatml-questions adapter)")
     ap.add_argument("--question", default=QUESTION)
     ap.add_argument("--corpus", default=str(CORPUS))

@@ -51,9 +51,10 @@ BLOCK = re.compile(r"<!-- figures:(?P<name>[\w-]+)[^\n]*?-->\n(?P<body>.*?)\n<!-
 
 
 def pages() -> list[Path]:
-    """The pages whose figures are rendered: README.md, CONTRIBUTING.md, docs/*.md and the log of experiments
-    (those that exist)."""
-    return [p for p in (README, CONTRIBUTING, *sorted(DOCS.glob("*.md")), LOG) if p.is_file()]
+    """The pages whose figures are rendered: README.md, CONTRIBUTING.md, docs/*.md, the log of experiments and
+    the model cards not rendered by a recipe of their own (v4's is: ``cookbook/selfrag_smollm2/card``)."""
+    cards = [p for p in sorted(MODEL_CARD.parent.glob("*/README.md")) if p.parent != MODEL_CARD]
+    return [p for p in (README, CONTRIBUTING, *sorted(DOCS.glob("*.md")), LOG, *cards) if p.is_file()]
 
 
 def figure_keys(text: str | None = None) -> dict[str, str]:
@@ -501,7 +502,11 @@ def inline_figure(spec: str) -> str:
         raise ValueError(f"inline figure {spec!r}: needs FILE#KEY with FILE under benchmarks/results/ or "
                          "langchain_selfrag/models/")
     value: Any = json.loads(path.read_text())
-    for part in key.split("."):
+    parts = key.split(".")
+    while parts:
+        part = parts.pop(0)
+        while isinstance(value, dict) and part not in value and parts:  # a key with a dot: "..._at_0.6"
+            part += "." + parts.pop(0)
         try:
             value = value[int(part)] if isinstance(value, list) else value[part]
         except (KeyError, IndexError, ValueError) as exc:

@@ -4,18 +4,19 @@
 # decision-rule documents (cookbook.data.judge_mix), merged into the base; then the question model on
 # that merged base (training.question_head) with IsRel left as the trained Yes / No (--untrained) and
 # Retrieve fitted on labelled questions (the LoRA moves the Retrieve question's Yes too).
-#   RUN=runs/lora15 bash cookbook/selfrag_qwen/judge_question_model.sh     # after build_data.sh (runs/qwen)
+#   RUN=runs/lora15a bash cookbook/selfrag_qwen/judge_question_model.sh     # after build_data.sh (runs/qwen)
+# The defaults build selfrag-qwen2.5-coder-1.5b; python -m cookbook.selfrag_qwen.package packs and ships it.
 # Resumable: judge_sft resumes from its checkpoints, the Retrieve features are cached by prompt.
-# Time (Intel Xeon, 2 cores): LoRA 27 min (120 steps), merge 4 min, Retrieve features 13 min, merge 40 s.
+# Time (Intel Xeon, 2 cores): LoRA 40 min (174 steps), merge 1 min, question model 8 min, merge 30 s.
 set -euo pipefail
 PY=${PY:-python}
 DATA=${DATA:-runs/qwen/data/all.jsonl}
-RUN=${RUN:-runs/lora15}
+RUN=${RUN:-runs/lora15a}
 BASE=${BASE:-qwen2.5-coder-1.5b-instruct}
 THREADS=${THREADS:-2}
 FROM_LAYER=${FROM_LAYER:-14}
-ANSWERS=${ANSWERS:-0}   # relevant pairs whose answers are trained too (judge_sft --answers); 0 as measured
-OUTTYPE=${OUTTYPE:-q8_0}  # the merged judge's tensors; q4_0 prefills about 1.75x faster on these cores
+ANSWERS=${ANSWERS:-216}  # relevant pairs whose answers are trained too (judge_sft --answers); 0: IsRel only
+OUTTYPE=${OUTTYPE:-q4_0}  # the merged judge's tensors; q4_0 prefills about 1.75x faster than q8_0 here
 $PY -m cookbook.data.decision_rules --out "$RUN/rules.jsonl" --documents 120
 $PY -m cookbook.data.judge_mix --train-file "$DATA" --limit 400 --rules-file "$RUN/rules.jsonl" --rules 40 \
     --out "$RUN/pairs.jsonl"

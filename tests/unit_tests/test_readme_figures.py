@@ -21,9 +21,11 @@ def page_with(block: str) -> str:
     return next(text for text in PAGES.values() if block in rf.blocks_in(text))
 
 
-def test_the_pages_are_the_readme_contributing_every_docs_page_and_the_log():
+def test_the_pages_are_the_readme_contributing_every_docs_page_the_log_and_the_cards():
     assert {"README.md", "CONTRIBUTING.md", "docs/index.md", "cookbook/EXPERIMENTS.md"} <= set(PAGES)
-    assert set(USER_PAGES) - {"README.md", "CONTRIBUTING.md"} == {rf.rel(p) for p in rf.DOCS.glob("*.md")}
+    cards = {rf.rel(p) for p in rf.MODEL_CARD.parent.glob("*/README.md") if p.parent != rf.MODEL_CARD}
+    assert rf.rel(rf.MODEL_CARD / "README.md") not in PAGES  # rendered by its own recipe
+    assert set(USER_PAGES) - {"README.md", "CONTRIBUTING.md"} == {rf.rel(p) for p in rf.DOCS.glob("*.md")} | cards
 
 
 def test_every_figure_of_every_page_matches_its_files():

@@ -28,6 +28,38 @@ def time_budget_callback(minutes: float):
     return TimeBudget()
 
 
+#: In each checkpoint folder: the training seconds up to that checkpoint, earlier runs' included.
+ELAPSED_FILE = "selfrag_elapsed.json"
+
+
+def checkpoint_seconds(checkpoint: str | os.PathLike | None) -> float:
+    """Training seconds a checkpoint recorded (:func:`elapsed_callback`; 0 for none or an older one)."""
+    if not checkpoint:
+        return 0.0
+    try:
+        return float(json.loads((Path(checkpoint) / ELAPSED_FILE).read_text())["seconds"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0.0
+
+
+def elapsed_callback(earlier: float = 0.0):
+    """Writes :data:`ELAPSED_FILE` into each checkpoint: ``earlier`` plus this run's seconds so far, so that
+    a run resumed from the checkpoint reports its whole training time."""
+    from transformers import TrainerCallback
+
+    class ElapsedSeconds(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.start = time.time()
+
+        def on_save(self, args, state, control, **kwargs):
+            folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            if state.is_world_process_zero and folder.is_dir():
+                seconds = round(earlier + time.time() - self.start, 1)
+                (folder / ELAPSED_FILE).write_text(json.dumps({"seconds": seconds, "step": state.global_step}))
+
+    return ElapsedSeconds()
+
+
 def loss_callback(output_dir: Path):
     from transformers import TrainerCallback
 

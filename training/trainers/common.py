@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.callbacks import loss_callback, time_budget_callback, write_loss_curve
+from ..core.callbacks import checkpoint_seconds, elapsed_callback, loss_callback, time_budget_callback, write_loss_curve
 from ..core.config import META_FILE, SFTRunConfig, TrainingError
 from ..core.run_identity import check_resume, run_identity, write_identity
 
@@ -172,13 +172,17 @@ def cudnn_attention_off():
     return off()
 
 
-def earlier_seconds(adapter_dir: Path) -> float:
-    """Training seconds of the finished run this one resumes (0 when it left no adapter)."""
+def earlier_seconds(adapter_dir: Path, checkpoint: str) -> float:
+    """Training seconds before ``checkpoint``: the total of the finished run whose last checkpoint it is
+    (its adapter's record), else what the checkpoint recorded (an interrupted run; 0 for a checkpoint
+    written before checkpoints recorded it)."""
     try:
         meta = json.loads((adapter_dir / META_FILE).read_text())
     except (OSError, ValueError):
-        return 0.0
-    return float(meta.get("seconds_total", meta.get("seconds", 0.0)))
+        meta = {}
+    if meta and str(meta.get("steps")) == Path(checkpoint).name.removeprefix("checkpoint-"):
+        return float(meta.get("seconds_total", meta.get("seconds", 0.0)))
+    return checkpoint_seconds(checkpoint)
 
 
 
@@ -217,12 +221,14 @@ def train_resuming(trainer, cfg: SFTRunConfig, output_dir: Path) -> tuple[Any, f
         check_resume(output_dir, identity, last)  # another run's checkpoints are not continued
     if trainer.is_world_process_zero():
         write_identity(output_dir, identity)
+    adapter_dir = output_dir / "adapter"
+    earlier = earlier_seconds(adapter_dir, last) if last else 0.0
+    trainer.add_callback(elapsed_callback(earlier))
     start = time.time()
     with cudnn_attention_off():
         result = trainer.train(resume_from_checkpoint=last)
     seconds = time.time() - start
-    adapter_dir = output_dir / "adapter"
-    return result, seconds, adapter_dir, (earlier_seconds(adapter_dir) if last else 0.0), last
+    return result, seconds, adapter_dir, earlier, last
 
 
 def train_and_save(trainer, tokenizer, cfg: SFTRunConfig, ids: Mapping[str, int], output_dir: Path,

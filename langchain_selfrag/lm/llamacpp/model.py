@@ -57,7 +57,9 @@ class LlamaCppReflectionLM(NativeCalls, ReflectionLMBase):
         ctx_params.n_threads = ctx_params.n_threads_batch = threads
         ctx_params.n_seq_max = max(1, min(n_seq_max, lib.llama_max_parallel_sequences()))
         ctx_params.kv_unified = True
-        ctx_params.flash_attn_type = lib.LLAMA_FLASH_ATTN_TYPE_DISABLED  # as Llama(flash_attn=False)
+        # llama.cpp's own default: on where the backend has it (on two CPU cores five passages prefill
+        # about 1.15x faster); flash_attn_type=0 turns it off
+        ctx_params.flash_attn_type = lib.LLAMA_FLASH_ATTN_TYPE_AUTO
         ctx_params.no_perf = True
         apply_options(model_params, ctx_params, llama_kwargs)
         self._handles = native = NativeHandles(lib, path, model_params, ctx_params)
