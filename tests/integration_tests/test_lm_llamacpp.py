@@ -39,7 +39,7 @@ def reference_logits(smollm2_gguf):
     """Next-token logits from a separate llama.cpp instance with logits_all=True."""
     from llama_cpp import Llama
 
-    ref = Llama(model_path=str(smollm2_gguf), n_ctx=1024, logits_all=True, flash_attn=True, verbose=False)
+    ref = Llama(model_path=str(smollm2_gguf), n_ctx=1024, logits_all=True, verbose=False)
 
     def logits(text: str) -> np.ndarray:
         ref.reset()
@@ -138,7 +138,7 @@ def test_generate_equals_llama_cpp_greedy(llama, smollm2_gguf):
     from llama_cpp import Llama
 
     gen = llama.generate([EVIDENCE], max_new_tokens=20, first_candidates=T.GROUPS[T.Kind.ISREL])[0]
-    ref = Llama(model_path=str(smollm2_gguf), n_ctx=1024, n_threads=llama_threads(), flash_attn=True, verbose=False)
+    ref = Llama(model_path=str(smollm2_gguf), n_ctx=1024, n_threads=llama_threads(), verbose=False)
     try:
         plain = ref.create_completion(EVIDENCE, max_tokens=20, temperature=0.0)
     finally:
