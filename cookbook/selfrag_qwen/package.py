@@ -40,7 +40,6 @@ from langchain_selfrag.bundled.bases import base_gguf_path
 from langchain_selfrag.export.merge import read_safetensors
 
 NAME = "selfrag-qwen2.5-coder-1.5b"
-ROOT = Path(__file__).resolve().parents[2]
 _PREFIX = "base_model.model."
 #: the question model's rows, by the module names a LoRA adapter's ``trainable_token_indices`` uses
 _ROW_MODULES = {"embed_tokens": "model.embed_tokens", "lm_head": "lm_head"}
