@@ -362,15 +362,19 @@ def model_seconds(split: dict[str, float] | None) -> str:
 def render_model_cost(names: list[str] | None = None) -> str:
     """One row per model of each run of ``benchmarks/model_cost.py`` (a reader pair: model + reader + judge):
     build, demo question, memory, throughput, and where the demo question's time goes (``--breakdown``)."""
-    rows = ["| results file | model | build | GGUF | demo question | its peak RSS | abstained | sequential q/s (p50) "
-            "| asked again, loaded: seconds per model |",
-            "|---|---|---:|---:|---:|---:|---|---:|---|"]
+    rows = ["| results file | model | CPU, k | build | GGUF | demo question | its peak RSS | abstained | "
+            "sequential q/s (p50) | asked again, loaded: seconds per model |",
+            "|---|---|---|---:|---:|---:|---:|---|---:|---|"]
     for name in family("model_cost") if names is None else names:
-        for m in result(name)["figures"]["models"]:
+        data = result(name)
+        machine = data["machine"]
+        features = f" ({' '.join(machine['cpu_features']) or 'no AVX2'})" if "cpu_features" in machine else ""
+        where = f"{machine['cpu'].split(' Processor')[0]}{features}, {data['settings'].get('k') or 5}"
+        for m in data["figures"]["models"]:
             seq = next((r for r in (m.get("throughput") or {}).get("rows", []) if r["concurrency"] == 1), None)
             speed = f"{seq['qps']:.2f} ({seq['p50_s']:.1f} s)" if seq else "-"
             model = " + ".join(f"`{x}`" for x in (m["model"], m.get("reader"), m.get("judge")) if x)
-            rows.append(f"| `{rel(RESULTS_DIR / (name + '.json'))}` | {model} | {m['build_s']:.1f} s | "
+            rows.append(f"| `{rel(RESULTS_DIR / (name + '.json'))}` | {model} | {where} | {m['build_s']:.1f} s | "
                         f"{m['gguf_mb']:.0f} MB | {m['demo_s']:.1f} s | {m['demo_peak_rss_mb']} MB | "
                         f"{'yes' if m['demo_abstained'] else 'no'} | {speed} | {model_seconds(m.get('demo_model_s'))} |")
     return "\n".join(rows)

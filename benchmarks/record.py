@@ -33,6 +33,20 @@ PACKAGES = ("langchain-selfrag", "llama-cpp-python", "langchain-core", "langgrap
             "transformers", "sentence-transformers", "bm25s")
 
 
+#: CPU flags that move llama.cpp's and torch's speed on a CPU (``cpu_features``)
+CPU_FEATURES = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
+
+
+def cpu_features(cpuinfo: str | None = None) -> list[str]:
+    """Which of :data:`CPU_FEATURES` the CPU has (Linux ``/proc/cpuinfo``; empty elsewhere)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text() if cpuinfo is None else cpuinfo
+    except OSError:
+        return []
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
+    return [f for f in CPU_FEATURES if f in flags]
+
+
 def cpu_model() -> str:
     """The CPU's model name from /proc/cpuinfo (Linux), else what ``platform`` knows."""
     try:
@@ -106,6 +120,7 @@ class Run:
             "git_commit": git_commit(),
             "machine": {
                 "cpu": cpu_model(),
+                "cpu_features": cpu_features(),
                 "cores": os.cpu_count(),
                 "load_average_start": self.load_start,
                 "load_average_end": load_average(),

@@ -109,7 +109,8 @@ LONGEST_FIRST = (
     "integration_tests/test_quiet.py", "integration_tests/test_passage_budget.py",
     "integration_tests/test_relevance_head.py", "integration_tests/test_shutdown.py",
     "integration_tests/test_bundled_build.py", "integration_tests/test_chat_reflection_server.py",
-    "integration_tests/test_decoding_guard.py",
+    "integration_tests/test_decoding_guard.py", "integration_tests/test_torch_free_runtime.py",
+    "integration_tests/test_langgraph_server.py",
 )
 
 

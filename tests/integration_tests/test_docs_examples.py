@@ -13,10 +13,10 @@ or a long run) says so in the page with an HTML comment just before it::
 
 and is reported as skipped with that reason. ``docs/chat-models.md`` is left out here (its own test runs it).
 
-The README's blocks run on the default model, as a new user's do. The other pages run on
-``selfrag-smollm2-135m`` (``$SELFRAG_MODEL``): they ask a dozen questions between them, and the default
-model's ~30 s a question on two cores would take the suite past its time; their code is the same for
-any model.
+The pages run on ``selfrag-smollm2-135m`` (``$SELFRAG_MODEL``, ``conftest.bundled_gguf``): they ask a dozen
+questions between them, and the default model's half a minute a question on two cores would take the suite past
+its time; their code is the same for any model. The README's example on the default model, as a new user runs it:
+``test_torch_free_runtime.py``.
 """
 
 from __future__ import annotations
@@ -40,8 +40,6 @@ PAGES = [p for p in ["README.md", *(f"docs/{p.name}" for p in sorted((ROOT / "do
 RUN_LANGS = {"python": "python", "py": "python", "bash": "bash", "sh": "bash", "shell": "bash", "console": "bash"}
 FENCE = re.compile(r"^```(?P<lang>[\w+-]*)[^\n]*\n(?P<code>.*?)^```[ \t]*$", re.S | re.M)
 SKIP = re.compile(r"<!--\s*docs-test:\s*skip\s*\((?P<reason>.*)\)\s*-->\s*$")
-#: The pages that run on the default model; the others on the machinery model (``conftest.bundled_gguf``).
-ON_DEFAULT_MODEL = {"README.md"}
 #: Seconds one page's blocks may take in all.
 PAGE_TIMEOUT = 900
 
@@ -167,8 +165,8 @@ def _python_script(page_blocks: list[Block]) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("page", [p for p in PAGES if any(not b.skip for b in blocks(p))])
-def test_the_page_s_blocks_run(page, prepared, tmp_path, request):
-    env = _env(None if page in ON_DEFAULT_MODEL else request.getfixturevalue("bundled_gguf"))
+def test_the_page_s_blocks_run(page, prepared, tmp_path, bundled_gguf):
+    env = _env(bundled_gguf)
     folder = tmp_path / "page"
     shutil.copytree(prepared, folder)
     runnable = [b for b in blocks(page) if not b.skip]

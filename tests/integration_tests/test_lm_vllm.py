@@ -53,10 +53,11 @@ LOG_TOL = 1e-2
 #: Chain answers through vLLM vs llama.cpp (fp32 vs Q8_0): measured the same on all 18 corpus
 #: questions on the EPYC (an earlier run by hand on an Intel CPU: 17 of 18); a Q8_0 rounding may
 #: flip a close call.
-MAX_DIFFERENT_ANSWERS = 2
+MAX_DIFFERENT_ANSWERS = 1
 
-#: 8 answerable questions covering the 5 documents, and the 3 the corpus cannot answer.
-QUESTIONS: tuple[Question, ...] = ANSWERABLE[::2] + UNANSWERABLE
+#: 5 answerable questions covering the 5 documents, and 2 the corpus cannot answer (each costs seconds of vLLM on
+#: a CPU: 11 questions made this file a fifth of the suite's time).
+QUESTIONS: tuple[Question, ...] = ANSWERABLE[::3] + UNANSWERABLE[:2]
 
 
 @pytest.fixture(scope="session")  # a session fixture, so that it comes before bundled_hf_dir

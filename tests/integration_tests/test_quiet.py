@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from langchain_selfrag import bundled, quiet
+from langchain_selfrag import quiet
+
+#: The bundled model the first run builds (the small one: seconds to build)
+SMALL = "selfrag-smollm2-135m"
 
 #: What transformers, peft and llama.cpp printed around our bar before (first `make demo`, issue 23).
 NOISE = ("Converting and de-quantizing", "Loading weights", "FutureWarning", "Warning", "warnings.warn",
@@ -59,7 +62,8 @@ def first_run(tmp_path_factory, bundled_gguf) -> tuple[dict[str, str], Path]:
     (root / "docs" / "quillon.md").write_text(
         "The Quillon Observatory sits on Mount Ferrow. It was founded in 1902 by the astronomer Ilse Marrow.\n")
     env = {**os.environ, "SELFRAG_CACHE_DIR": str(root / "cache"), "HF_HUB_OFFLINE": "1"}
-    for name in ("SELFRAG_MODEL", "PYTHONWARNINGS"):  # as `make demo` runs it
+    for name in ("SELFRAG_MODEL", "PYTHONWARNINGS"):  # as `make demo` runs it (with the small model, by name:
+        # the default's build takes 1.5 minutes; test_torch_free_runtime.py runs the default)
         env.pop(name, None)
     done = subprocess.run([sys.executable, "-m", "langchain_selfrag.cli", "index", str(root / "docs"), "--store",
                            str(root / "store")], env=env, capture_output=True, text=True, timeout=300)
@@ -70,7 +74,7 @@ def first_run(tmp_path_factory, bundled_gguf) -> tuple[dict[str, str], Path]:
 
 def _ask(env: dict[str, str], store: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "langchain_selfrag.cli", "ask", "When was the Quillon Observatory "
-                           "founded?", "--store", str(store), "--mode", "always", "--k", "1", *extra],
+                           "founded?", "--store", str(store), "--mode", "always", "--k", "1", "--model", SMALL, *extra],
                           env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -79,7 +83,7 @@ def test_first_ask_shows_our_build_bar_and_the_answer_only(first_run) -> None:
     env, store = first_run
     done = _ask(env, store)
     assert done.returncode == 0, done.stderr
-    assert f"building {bundled.DEFAULT_MODEL}" in done.stderr  # the default model was built in this run
+    assert f"building {SMALL}" in done.stderr  # the model was built in this run
     assert not [n for n in NOISE if n in done.stderr], done.stderr
     assert "Citations:" in done.stdout and "quillon.md" in done.stdout
 

@@ -213,3 +213,11 @@ def test_every_relative_link_of_a_page_exists(name):
         if anchor and dest.suffix == ".md":
             headings = {slug(line.lstrip("#")) for line in dest.read_text().splitlines() if line.startswith("#")}
             assert anchor in headings, f"{name} links to {target}: no such heading"
+
+
+def test_cpu_features_are_read_from_the_flags_line():
+    from benchmarks.record import cpu_features
+
+    info = "processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma avx512f avx512_bf16\nbugs\t\t: none\n"
+    assert cpu_features(info) == ["avx2", "avx512f", "avx512_bf16"]
+    assert cpu_features("model name\t: something\n") == []
