@@ -4,8 +4,8 @@ answer to ``make demo``'s question, its peak memory, and the throughput benchmar
 Each ``--model`` is a bundled model's name (``selfrag-smollm2-135m``, ``selfrag-qwen2.5-coder-0.5b``) or
 an adapter folder (a candidate, built the same way). For each one:
 
-* ``build_s``, ``gguf_mb``: :func:`langchain_selfrag.bundled.build_gguf` into an empty cache folder, as a
-  user's first run does (the base's join from its part packages not included);
+* ``build_s``, ``build_peak_rss_mb``, ``gguf_mb``: :func:`langchain_selfrag.bundled.build_gguf` into an empty
+  cache folder, as a user's first run does (the base's join from its part packages not included);
 * ``demo_s``, ``demo_peak_rss_mb``, ``demo_answer``: ``selfrag ask QUESTION`` in a fresh process over the
   demo corpus (``examples/corpus``, indexed once into a temporary Chroma store), wall time and the
   child's peak resident memory, model load included;
@@ -71,11 +71,14 @@ def _build_gguf(out: str, folder: str, outtype: str | None) -> str:
     return str(bundled.build_gguf(Path(out), folder=Path(folder), outtype=outtype, progress=False))
 
 
-def build(model: str, cache: Path, outtype: str | None = None) -> tuple[Path, float]:
-    """The model's GGUF built into ``cache`` (``outtype``: the merge's, default the bundled model's own) and
-    the seconds it took. Built in a process of its own: a child forked from a process that held the merge's
-    arrays would report that process's size as its own peak (Linux keeps ``ru_maxrss`` across fork)."""
+def build(model: str, cache: Path, outtype: str | None = None) -> tuple[Path, float, float]:
+    """The model's GGUF built into ``cache`` (``outtype``: the merge's, default the bundled model's own), the
+    seconds it took and the build's peak resident MB. Built in a process of its own: a child forked from a
+    process that held the merge's arrays would report that process's size as its own peak (Linux keeps
+    ``ru_maxrss`` across fork); its peak is the largest of this process's children's so far (the first build
+    of a run, before any other child, is its own)."""
     import multiprocessing
+    import resource
 
     from langchain_selfrag import bundled
 
@@ -86,7 +89,10 @@ def build(model: str, cache: Path, outtype: str | None = None) -> tuple[Path, fl
     start = time.perf_counter()
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         path = pool.apply(_build_gguf, (str(cache / out.name), str(folder), outtype))
-    return Path(path), time.perf_counter() - start
+        pool.close()
+        pool.join()
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return Path(path), time.perf_counter() - start, peak
 
 
 def pair_flags(reader: str | None, judge: str | None) -> list[str]:
@@ -137,7 +143,7 @@ def model_seconds(gguf: Path, store: Path, question: str, reader: str | None = N
 
 def measure(model: str, built: tuple[Path, float], store: Path, args, env: dict[str, str],
             reader: str | None = None, judge: str | None = None) -> dict:
-    gguf, build_s = built
+    gguf, build_s, build_rss = built
     pair = pair_flags(reader, judge)
     k = ["--k", str(args.k)] if args.k else []
     seconds, rss, text = timed_child([*selfrag_command(), "ask", args.question, "--store", str(store),
@@ -145,7 +151,8 @@ def measure(model: str, built: tuple[Path, float], store: Path, args, env: dict[
     answer = json.loads(text)
     row = {"model": model, "gguf": gguf.name, "reader": Path(reader).name if reader else None,
            "judge": Path(judge).name if reader and judge else None,
-           "build_s": round(build_s, 1), "gguf_mb": round(gguf.stat().st_size / 1e6, 1),
+           "build_s": round(build_s, 1), "build_peak_rss_mb": round(build_rss),
+           "gguf_mb": round(gguf.stat().st_size / 1e6, 1),
            "demo_s": round(seconds, 2), "demo_peak_rss_mb": round(rss), "demo_answer": answer.get("answer"),
            "demo_abstained": answer.get("abstained"), "demo_citations": answer.get("citations")}
     if args.breakdown:
