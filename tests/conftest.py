@@ -51,7 +51,7 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 def bundled_gguf() -> Path:
     """``selfrag-smollm2-135m``'s GGUF (built on first use), or ``$SELFRAG_MODEL``: the machinery tests'
     real Self-RAG model. Not the default model (``selfrag-qwen2.5-coder-1.5b``, whose answer to one
-    question takes about 30 s on two cores; ``test_default_model.py`` runs it). A real component of every
+    question takes about 30 s on two cores; ``test_torch_free_runtime.py`` and the LangGraph server test run it). A real component of every
     install with the ``smollm2`` extra: when it cannot be had the tests fail, naming what is missing
     (BundleError), rather than skip."""
     from langchain_selfrag.bundled import default_model_path

