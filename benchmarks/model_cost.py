@@ -12,7 +12,11 @@ an adapter folder (a candidate, built the same way). For each one:
 * ``throughput``: ``benchmarks/throughput.py`` on the same corpus (sequential and ``--concurrency``);
 * with ``--breakdown``, ``demo_model_s``: the same question asked once more in this process, models loaded
   first, and the seconds each model computed for it (``model``; a reader pair's ``critic``, ``reader`` and
-  ``judge``), with ``ask_s``, the whole answer: where a pair's time goes.
+  ``judge``), with ``ask_s``, the whole answer: where a pair's time goes;
+* with ``--read-ahead`` (a model that keeps its passage reads, :mod:`langchain_selfrag.passage_reads`):
+  ``read_ahead_s``, ``read_ahead_passages``, ``read_ahead_peak_rss_mb`` and ``prefix_states_mb`` of
+  ``selfrag index --read-ahead`` over the demo store, then ``demo_warm_s`` (and ``demo_model_warm_s``) asked
+  with every passage read. The asks above always start with no passage read (an empty ``prefix-states``).
 
 With ``--reader`` (and ``--judge``) each model is measured twice: alone, and critiquing the answers of
 that chat model (the reader pair of ``selfrag ask --reader/--judge``; the chat models' files are found
@@ -29,6 +33,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -141,13 +147,25 @@ def model_seconds(gguf: Path, store: Path, question: str, reader: str | None = N
     return {**{k: round(v, 2) for k, v in seconds.items()}, "ask_s": round(ask_s, 2)}
 
 
+def forget_passage_reads(env: dict[str, str]) -> Path:
+    """Empty the cache folder's ``prefix-states`` (no passage read yet); the folder."""
+    folder = Path(env["SELFRAG_CACHE_DIR"]) / "prefix-states"
+    shutil.rmtree(folder, ignore_errors=True)
+    return folder
+
+
+def folder_mb(folder: Path) -> float:
+    return round(sum(f.stat().st_size for f in folder.glob("*") if f.is_file()) / 1e6, 1) if folder.is_dir() else 0.0
+
+
 def measure(model: str, built: tuple[Path, float], store: Path, args, env: dict[str, str],
             reader: str | None = None, judge: str | None = None) -> dict:
     gguf, build_s, build_rss = built
     pair = pair_flags(reader, judge)
     k = ["--k", str(args.k)] if args.k else []
-    seconds, rss, text = timed_child([*selfrag_command(), "ask", args.question, "--store", str(store),
-                                      "--model", str(gguf), *pair, *k, "--json"], env)
+    ask = [*selfrag_command(), "ask", args.question, "--store", str(store), "--model", str(gguf), *pair, *k, "--json"]
+    forget_passage_reads(env)
+    seconds, rss, text = timed_child(ask, env)
     answer = json.loads(text)
     row = {"model": model, "gguf": gguf.name, "reader": Path(reader).name if reader else None,
            "judge": Path(judge).name if reader and judge else None,
@@ -156,8 +174,25 @@ def measure(model: str, built: tuple[Path, float], store: Path, args, env: dict[
            "demo_s": round(seconds, 2), "demo_peak_rss_mb": round(rss), "demo_answer": answer.get("answer"),
            "demo_abstained": answer.get("abstained"), "demo_citations": answer.get("citations")}
     if args.breakdown:
+        forget_passage_reads(env)
         row["demo_model_s"] = model_seconds(gguf, store, args.question, reader, judge if reader else None, args.k)
+    if args.read_ahead and not reader:
+        states = forget_passage_reads(env)
+        _, rss, text = timed_child([*selfrag_command(), "index", args.corpus, "--store", str(store), "--read-ahead",
+                                    "--model", str(gguf), "--quiet"], env)
+        said = re.search(r"read (\d+) passage\(s\) ahead in (\d+) s", text)
+        if said is None:
+            raise SystemExit(f"selfrag index --read-ahead said no reading: {text[-300:]!r}")
+        row.update(read_ahead_passages=int(said[1]), read_ahead_s=int(said[2]), read_ahead_peak_rss_mb=round(rss),
+                   prefix_states_mb=folder_mb(states))
+        seconds, rss, text = timed_child(ask, env)
+        warm = json.loads(text)
+        row.update(demo_warm_s=round(seconds, 2), demo_warm_peak_rss_mb=round(rss), demo_warm_answer=warm.get("answer"),
+                   demo_warm_citations=warm.get("citations"))
+        if args.breakdown:
+            row["demo_model_warm_s"] = model_seconds(gguf, store, args.question, None, None, args.k)
     if args.throughput_queries:
+        forget_passage_reads(env)  # its asks read passages as they come
         with tempfile.TemporaryDirectory() as tmp:
             result = Path(tmp) / "t.json"
             subprocess.run([sys.executable, str(ROOT / "benchmarks" / "throughput.py"), "--model", str(gguf), *pair,
@@ -182,6 +217,8 @@ def main(argv=None) -> int:
     ap.add_argument("--concurrency", default="4")
     ap.add_argument("--breakdown", action="store_true",
                     help="also ask the question in this process and time each model (demo_model_s)")
+    ap.add_argument("--read-ahead", action="store_true",
+                    help="also read the demo store's passages ahead (selfrag index --read-ahead) and ask again")
     ap.add_argument("--json", help="write the results file here (benchmarks/record.py)")
     args = ap.parse_args(argv)
     if args.judge and not args.reader:

@@ -363,8 +363,8 @@ def render_model_cost(names: list[str] | None = None) -> str:
     """One row per model of each run of ``benchmarks/model_cost.py`` (a reader pair: model + reader + judge):
     build, demo question, memory, throughput, and where the demo question's time goes (``--breakdown``)."""
     rows = ["| results file | model | CPU, k | build | GGUF | demo question | its peak RSS | abstained | "
-            "sequential q/s (p50) | asked again, loaded: seconds per model |",
-            "|---|---|---|---:|---:|---:|---:|---|---:|---|"]
+            "sequential q/s (p50) | asked again, loaded: seconds per model | passages read ahead, then asked |",
+            "|---|---|---|---:|---:|---:|---:|---|---:|---|---|"]
     for name in family("model_cost") if names is None else names:
         data = result(name)
         machine = data["machine"]
@@ -376,8 +376,18 @@ def render_model_cost(names: list[str] | None = None) -> str:
             model = " + ".join(f"`{x}`" for x in (m["model"], m.get("reader"), m.get("judge")) if x)
             rows.append(f"| `{rel(RESULTS_DIR / (name + '.json'))}` | {model} | {where} | {m['build_s']:.1f} s | "
                         f"{m['gguf_mb']:.0f} MB | {m['demo_s']:.1f} s | {m['demo_peak_rss_mb']} MB | "
-                        f"{'yes' if m['demo_abstained'] else 'no'} | {speed} | {model_seconds(m.get('demo_model_s'))} |")
+                        f"{'yes' if m['demo_abstained'] else 'no'} | {speed} | {model_seconds(m.get('demo_model_s'))} | "
+                        f"{read_ahead_cell(m)} |")
     return "\n".join(rows)
+
+
+def read_ahead_cell(m: dict[str, Any]) -> str:
+    """``32 in 118 s (138 MB); ask 8.4 s``: ``model_cost.py --read-ahead``'s figures, or ``-``."""
+    if "read_ahead_s" not in m:
+        return "-"
+    warm = m.get("demo_model_warm_s", {}).get("ask_s")
+    ask = f"ask {warm:.1f} s" if warm is not None else f"demo question {m['demo_warm_s']:.1f} s"
+    return f"{m['read_ahead_passages']} in {m['read_ahead_s']} s ({m['prefix_states_mb']:.0f} MB); {ask}"
 
 
 def render_format_reading() -> str:

@@ -139,7 +139,40 @@ def cmd_index(args: argparse.Namespace) -> int:
         print(f"skipped {len(report.skipped)} file(s):\n{format_skipped(report.skipped)}", file=sys.stderr)
         if any(reason.startswith("unsupported format") for _, reason in report.skipped):
             print(f"  (selfrag index reads {', '.join(SUPPORTED_SUFFIXES)})", file=sys.stderr)
+    if args.read_ahead and not report.dry_run:
+        _read_ahead(args)
     return 0
+
+
+def _read_ahead(args: argparse.Namespace) -> None:
+    """``selfrag index --read-ahead``: the model reads every chunk of the store now (see :mod:`.passage_reads`)."""
+    from tqdm.auto import tqdm
+
+    from .graph.context import default_lm, model_path
+    from .lm.llamacpp.prefix_states import prefix_cache_mb
+    from .passage_reads import read_ahead, store_documents
+    from .retrieval import open_store
+
+    documents = store_documents(open_store(args.store, chroma_url=args.chroma_url))
+    model = model_path(args.model)
+    print(f"loading {model} ...", file=sys.stderr)
+    lm = default_lm(model)
+    if not getattr(lm, "reads_passages_once", False):
+        print(f"selfrag: note: {getattr(lm, 'name', model)} reads each passage with its question, so there is "
+              "nothing to read ahead", file=sys.stderr)
+        return
+    start = time.perf_counter()
+    with tqdm(total=len(documents), desc="reading passages", unit="passage", disable=args.quiet) as bar:
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        read, before, left = read_ahead(lm, documents, progress)
+    print(f"read {read} passage(s) ahead in {time.perf_counter() - start:.0f} s ({before} read before): "
+          "questions about them prefill only their own part")
+    if left:
+        print(f"{left} passage(s) left unread: the folder of reads is full (raise $SELFRAG_PREFIX_CACHE_MB, "
+              f"{prefix_cache_mb()} MB now)", file=sys.stderr)
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -234,6 +267,10 @@ def build_parser() -> argparse.ArgumentParser:
     p_index.add_argument("--records", metavar="FILE",
                          help="the SQLite file of what was indexed (default: inside the store folder; "
                               ".selfrag/records.sqlite3 for a Chroma server)")
+    p_index.add_argument("--read-ahead", action="store_true",
+                         help="then read every chunk with the model, so that questions about it prefill only their "
+                              "own part (a model that asks about the passage first, on llama.cpp: the default)")
+    p_index.add_argument("--model", help="with --read-ahead: the model that reads (as for ask; default: the bundled default)")
     p_index.set_defaults(func=cmd_index)
 
     p_ask = sub.add_parser("ask", help="answer a question with Self-RAG over the store")

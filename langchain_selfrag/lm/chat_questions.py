@@ -86,6 +86,15 @@ class ReflectionQuestions:
             raise ValueError(f"the {kind.value} question is about a passage; this turn has none")
         return self.system, fill(template, turn, answer)
 
+    def after_passage(self) -> str | None:
+        """The fixed text that follows the passage in the IsRel question when the passage comes before the
+        question (a local model's reading of a passage is then the same for every question about it, and is
+        kept: :meth:`~langchain_selfrag.lm.llamacpp.LlamaCppReflectionLM.reuse_passage_reads`); else None."""
+        head, found, tail = self.isrel.partition("{passage}")
+        if not found or "{question}" in head:
+            return None
+        return tail.split("{", 1)[0] or None
+
     def answer(self, turn: ReaderTurn) -> Conversation:
         """The conversation that asks for the answer, with the passage in the user's turn when there is one."""
         template = self.answer_without_passage if turn.passage is None else self.answer_with_passage

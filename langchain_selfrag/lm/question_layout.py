@@ -15,11 +15,15 @@ so no caller names it. Its :attr:`model_path` is the model's, so its calibration
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from .. import tokens as T
 from ..prompt_layouts import CHATML_QUESTIONS, PAPER_LAYOUT, PromptLayout, layout_named
 from .chat_questions import ReflectionQuestions, answered_in_tokens
+from .chat import split_selfrag_prompt
 from .chat_reflection import ChatReflectionLM
+from .protocol import ReflectionLMError
 
 __all__ = ["QuestionLayoutLM", "read_in_its_layout"]
 
@@ -35,6 +39,20 @@ class QuestionLayoutLM(ChatReflectionLM):
         model.prompt_layout = PAPER_LAYOUT  # the questions arrive laid out already
         model.writes_reflection_tokens = False  # its answers are text: the tokens only answer questions
         super().__init__(model, questions=answered_in_tokens(questions or ReflectionQuestions()), **options)
+        reuse = getattr(model, "reuse_passage_reads", None)
+        self.reads_passages_once = bool(reuse(self.questions.after_passage())) if callable(reuse) else False
+
+    def read_passages(self, prompts: Sequence[str], on_progress: Any = None) -> tuple[int, int, int]:
+        """Read the passages of Self-RAG evidence prompts (``with_evidence``: what ``generate`` is given) ahead
+        of the questions about them, so that their IsRel questions prefill only the question part.
+        ``on_progress(done, total)``; returns (passages read now, passages found read, passages left unread:
+        the folder of reads was full). Not to be called while the model answers other calls."""
+        if not self.reads_passages_once:
+            raise ReflectionLMError(f"{self.name} does not keep its passage reads (a backend other than llama.cpp, "
+                                    "or $SELFRAG_PREFIX_CACHE_MB=0)")
+        turns = [split_selfrag_prompt(p) for p in prompts]
+        asks = [self.judge.render(self.questions.ask(T.Kind.ISREL, turn)) for turn in turns if turn.passage is not None]
+        return self._judge_model.read_passages_ahead(asks, on_progress)
 
     @property
     def prompt_layout(self) -> PromptLayout:

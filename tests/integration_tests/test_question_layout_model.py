@@ -143,3 +143,141 @@ def test_an_untrained_isrel_reads_no_features_and_is_the_bases_own_yes(tmp_path,
     finally:
         lm.close()
         chat.close()
+
+
+# Passages long enough to be kept (more than 32 tokens), asked about by two questions.
+LONG_PASSAGES = [
+    ("Land3", "The capital of Land3 is City3, a port on the northern coast. City3 has been the seat of the "
+              "council since the old capital, City9, was abandoned after the floods of day 40."),
+    ("Weather", "Rain fell in Land3 on day 7 and again on day 12. The northern coast is wetter than the "
+                "southern hills, where the harvest begins on day 30 in most years."),
+]
+OTHER_QUESTION = "Which city is the seat of the council of Land3?"
+
+
+def _long_prompts(question: str) -> list[str]:
+    head = format_prompt(question)
+    return [head + T.RETRIEVAL + T.PARAGRAPH_START + f"{t}\n{p}" + T.PARAGRAPH_END for t, p in LONG_PASSAGES]
+
+
+def _counting_decodes(lm) -> list[int]:
+    """Count the tokens the backend decodes from now on."""
+    backend, counted = lm._judge_model, []
+    decode = backend._decode_entries
+    backend._decode_entries = lambda entries: counted.append(len(entries)) or decode(entries)
+    return counted
+
+
+def _relevant(probs) -> list[float]:
+    return [p[T.RELEVANT] for p in probs]
+
+
+def test_a_restored_passage_reads_exactly_as_one_decoded(built, tmp_path, monkeypatch) -> None:
+    _, _, model = built
+    monkeypatch.setenv("SELFRAG_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("SELFRAG_PREFIX_CACHE_MB", "0")
+    plain = load_reflection_lm(model, n_ctx=2048)
+    monkeypatch.delenv("SELFRAG_PREFIX_CACHE_MB")
+    first, second = load_reflection_lm(model, n_ctx=2048), load_reflection_lm(model, n_ctx=2048)
+    prompt = _long_prompts(QUESTION)[1:]
+    try:
+        assert first.reads_passages_once and not plain.reads_passages_once
+        whole = _counting_decodes(first)
+        assert _relevant(first.candidate_probs(prompt, [T.IRRELEVANT, T.RELEVANT])) == pytest.approx(
+            _relevant(plain.candidate_probs(prompt, [T.IRRELEVANT, T.RELEVANT])), abs=1e-12)
+        assert len(list((tmp_path / "prefix-states").glob("*.kv"))) == 1
+        counted = _counting_decodes(second)
+        other = _long_prompts(OTHER_QUESTION)[1:]
+        restored = second.candidate_probs(other, [T.IRRELEVANT, T.RELEVANT])
+        decoded = plain.candidate_probs(other, [T.IRRELEVANT, T.RELEVANT])
+        # its cells where a whole decode puts them, the restored passage reads bit for bit as decoded
+        assert _relevant(restored) == pytest.approx(_relevant(decoded), abs=1e-12)
+        assert sum(counted) < sum(whole) - 40  # the passage (about 55 tokens) was restored, not decoded
+    finally:
+        for lm in (plain, first, second):
+            lm.close()
+
+
+def test_the_passages_of_a_batch_are_saved_and_restored(built, tmp_path, monkeypatch) -> None:
+    _, _, model = built
+    monkeypatch.setenv("SELFRAG_CACHE_DIR", str(tmp_path))
+    lm = load_reflection_lm(model, n_ctx=2048)
+    monkeypatch.setenv("SELFRAG_PREFIX_CACHE_MB", "0")
+    plain = load_reflection_lm(model, n_ctx=2048)
+    try:
+        lm.candidate_probs(_long_prompts(QUESTION), [T.IRRELEVANT, T.RELEVANT])
+        saved = sorted((tmp_path / "prefix-states").glob("*.kv"))
+        assert len(saved) == 2  # one per passage
+        counted, plain_counted = _counting_decodes(lm), _counting_decodes(plain)
+        again = lm.candidate_probs(_long_prompts(OTHER_QUESTION), [T.IRRELEVANT, T.RELEVANT])
+        plain.candidate_probs(_long_prompts(OTHER_QUESTION), [T.IRRELEVANT, T.RELEVANT])
+        assert sum(counted) < sum(plain_counted) - 80  # both passages restored, only the questions decoded
+        assert sorted((tmp_path / "prefix-states").glob("*.kv")) == saved
+        # (batched cells sit elsewhere than a whole decode's: this toy head, log-odds about 30, turns that
+        # rounding into large swings; the bundled model's agreement is measured in docs/performance.md)
+        assert again[0][T.RELEVANT] > again[1][T.RELEVANT]
+        # the answer request reuses the restored passage's cells: no reflection token in the answer
+        assert all(not T.find_reflection_tokens(g.answer) for g in lm.generate(_long_prompts(OTHER_QUESTION),
+                                                                                max_new_tokens=16))
+    finally:
+        lm.close()
+        plain.close()
+
+
+def test_passages_are_read_ahead_once(built, tmp_path, monkeypatch) -> None:
+    from langchain_core.documents import Document
+
+    from langchain_selfrag.passage_reads import read_ahead
+
+    _, _, model = built
+    monkeypatch.setenv("SELFRAG_CACHE_DIR", str(tmp_path))
+    docs = [Document(text, metadata={"source": f"{title}.md", "title": title}) for title, text in LONG_PASSAGES]
+    lm = load_reflection_lm(model, n_ctx=2048)
+    try:
+        progress: list[tuple[int, int]] = []
+        assert read_ahead(lm, docs, lambda done, total: progress.append((done, total))) == (2, 0, 0)
+        assert progress == [(2, 2)]
+        assert read_ahead(lm, docs + docs[:1]) == (0, 3, 0)
+        counted = _counting_decodes(lm)
+        lm.candidate_probs(_long_prompts(QUESTION), [T.IRRELEVANT, T.RELEVANT])
+        assert 0 < sum(counted) < 90  # the two question parts (about 40 tokens each), no passage
+    finally:
+        lm.close()
+
+
+def test_reading_ahead_stops_when_the_folder_is_full(built, tmp_path, monkeypatch) -> None:
+    from langchain_core.documents import Document
+
+    from langchain_selfrag.passage_reads import read_ahead
+
+    _, _, model = built
+    monkeypatch.setenv("SELFRAG_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("SELFRAG_PREFIX_CACHE_MB", "2")  # a passage of this model is about 1.5 MB
+    docs = [Document(text, metadata={"title": title}) for title, text in LONG_PASSAGES]
+    lm = load_reflection_lm(model, n_ctx=2048)
+    try:
+        assert read_ahead(lm, docs) == (1, 0, 1)
+        assert len(list((tmp_path / "prefix-states").glob("*.kv"))) == 1
+    finally:
+        lm.close()
+
+
+def test_selfrag_index_reads_ahead(built, bundled_gguf, tmp_path, monkeypatch, capsys) -> None:
+    from langchain_selfrag.cli import main
+
+    _, _, model = built
+    monkeypatch.setenv("SELFRAG_CACHE_DIR", str(tmp_path / "cache"))
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for title, text in LONG_PASSAGES:
+        (folder / f"{title}.md").write_text(f"# {title}\n\n{text}\n")
+    index = ["index", str(folder), "--store", str(tmp_path / "store"), "--quiet", "--read-ahead"]
+    assert main([*index, "--model", str(model)]) == 0
+    assert "read 2 passage(s) ahead" in capsys.readouterr().out
+    assert main([*index, "--model", str(model)]) == 0
+    out = capsys.readouterr().out
+    assert "read 0 passage(s) ahead" in out and "(2 read before)" in out
+    # a model in the paper's layout reads each passage with its question: indexed, and a note says so
+    assert main([*index, "--model", str(bundled_gguf)]) == 0
+    err = capsys.readouterr().err
+    assert "nothing to read ahead" in err and "Traceback" not in err

@@ -107,16 +107,28 @@ class BatchRun:
         self.lm._cached = cached
 
     def _prefill(self) -> tuple[list[np.ndarray], list[list[float]]]:
-        """Decode the prompts (and their candidate trees): next-position logits and first log-probs."""
+        """Decode the prompts (and their candidate trees): next-position logits and first log-probs.
+
+        Passages read before are restored instead of decoded (:meth:`~.native.NativeCalls._read_passages`);
+        passages read now are decoded first, saved, then the rest of their prompts.
+        """
         lm, prompts, shared = self.lm, self.prompts, self.shared
         everyone = tuple(range(len(prompts))) + tuple(s for seqs in self.branch_seqs for s in seqs)
         cached = lm._reuse_prefix(prompts[0], shared, everyone)
-        lm._check_room(shared + sum(len(p) - shared + len(self.nodes) for p in prompts))
-        entries: list[Entry] = [(tok, pos, everyone, False) for pos, tok in enumerate(prompts[0][cached:shared], start=cached)]
+        need = shared + sum(len(p) - shared + len(self.nodes) for p in prompts)
+        lm._check_room(need)
+        starts, to_save = lm._read_passages(prompts, shared, self.branch_seqs, lm.context_length - need)
+        lm._check_room(need + sum(shared for i, start in enumerate(starts) if start != shared))
+        fresh = tuple(s for i, start in enumerate(starts) if start == shared for s in (i, *self.branch_seqs[i]))
+        entries: list[Entry] = [(tok, pos, fresh, False) for pos, tok in enumerate(prompts[0][cached:shared], start=cached)
+                                if fresh]
+        for i, end in to_save.items():  # the passages to save: decoded first
+            entries += [(prompts[i][pos], pos, (i, *self.branch_seqs[i]), False) for pos in range(starts[i], end)]
+        first_phase = len(entries) if to_save else 0  # decoded before the rest, when passages are saved
         last, row_of = [], []
         for i, p in enumerate(prompts):
             own = (i, *self.branch_seqs[i])
-            entries += [(p[pos], pos, own, pos == len(p) - 1) for pos in range(shared, len(p))]
+            entries += [(p[pos], pos, own, pos == len(p) - 1) for pos in range(to_save.get(i, starts[i]), len(p))]
             last.append(len(entries) - 1)
             rows_i: dict[tuple[int, ...], int] = {}
             for prefix, branches in self.nodes.items():
@@ -125,7 +137,12 @@ class BatchRun:
                 entries.append((prefix[-1], len(p) + len(prefix) - 1, seqs, True))
             row_of.append(rows_i)
         try:
-            rows = lm._decode_entries(entries)
+            if to_save:
+                tok, pos, seqs, _ = entries[first_phase - 1]  # a decode asks for one row at least
+                lm._decode_entries([*entries[: first_phase - 1], (tok, pos, seqs, True)])
+                for i, end in to_save.items():
+                    lm._save_passage(prompts[i][:end], i)
+            rows = {first_phase + j: row for j, row in lm._decode_entries(entries[first_phase:]).items()}
         finally:
             for seqs in self.branch_seqs:
                 for seq in seqs:

@@ -15,9 +15,11 @@ import numpy as np
 from ...layout_record import layout_of_path
 from ..base import ReflectionLMBase
 from ..stopping import stop_hooks
+from ..protocol import ReflectionLMError
 from .batching import BatchRun, SequenceStep
-from .layout import Entry, continuation_tree, log_softmax_at, plan_groups, tree_logprob
-from .native import NativeCalls, NativeHandles, apply_options, default_threads, open_binding
+from .layout import Entry, common_prefix, continuation_tree, log_softmax_at, plan_groups, tree_logprob
+from .native import NativeCalls, NativeHandles, apply_options, binding_version, default_threads, open_binding
+from .prefix_states import PrefixStates, prefix_cache_mb
 
 
 class LlamaCppReflectionLM(NativeCalls, ReflectionLMBase):
@@ -75,6 +77,11 @@ class LlamaCppReflectionLM(NativeCalls, ReflectionLMBase):
         self._kept: dict[int, list[int]] = {}  # the prompts other sequences hold until the next call
         self._last_logits: tuple[tuple[int, ...], np.ndarray] | None = None
         self.prompt_layout = layout_of_path(path)
+        # what the KV cells saved for a prompt prefix depend on besides its tokens (.prefix_states)
+        stat = path.stat()
+        self._state_key = "|".join(str(v) for v in (
+            path.resolve(), stat.st_size, stat.st_mtime_ns, binding_version(),
+            ctx_params.flash_attn_type, ctx_params.type_k, ctx_params.type_v, model_params.n_gpu_layers))
         self._init_reflection_vocab()
         self._groups = self._group_ids()
 
@@ -96,6 +103,72 @@ class LlamaCppReflectionLM(NativeCalls, ReflectionLMBase):
     def close(self) -> None:
         """Free the llama.cpp model, context and batch (also done once at interpreter exit)."""
         self._finalizer()
+
+    # -- passages read once ---------------------------------------------------------------------
+    def reuse_passage_reads(self, marker: str | None, folder: str | os.PathLike | None = None) -> bool:
+        """Save the KV cells of each batched prompt's text before its last ``marker`` (its passage, when
+        prompts put the passage first) and restore them when a later prompt starts with the same tokens
+        (:mod:`.prefix_states`). ``folder``: default the cache folder's ``prefix-states``; ``marker``
+        None or ``$SELFRAG_PREFIX_CACHE_MB=0`` turn it off. True when on."""
+        max_mb = prefix_cache_mb()
+        if not marker or max_mb == 0:
+            self._prefix_states, self._prefix_marker = None, None
+            return False
+        if folder is None:
+            from ...bundled.cache import cache_dir
+
+            folder = cache_dir() / "prefix-states"
+        self._prefix_states = PrefixStates(folder, self._state_key, max_mb << 20)
+        self._prefix_marker = marker.encode("utf-8")
+        return True
+
+    def read_passages_ahead(self, prompts: Sequence[str], on_progress: Any = None) -> tuple[int, int, int]:
+        """Decode and save the passage of each prompt whose state is not saved yet (:meth:`reuse_passage_reads`
+        must be on), so that the questions that come later find it read; ``on_progress(done, total)``
+        after each batch. Stops before the folder would exceed its size (the least recently used states
+        would make room for these, which would then push out each other). Returns (passages read now,
+        passages found saved, passages left unread for want of room)."""
+        states = self._prefix_states
+        if states is None:
+            raise ReflectionLMError("passage reuse is off: call reuse_passage_reads(marker) first "
+                                    "(or $SELFRAG_PREFIX_CACHE_MB is 0)")
+        todo: dict[tuple[int, ...], None] = {}
+        saved = 0
+        for ids in self._encode_prompts(prompts):
+            n = self._passage_prefix(ids)
+            if n is None:
+                continue
+            if states.has(ids[:n]):
+                saved += 1
+            else:
+                todo[tuple(ids[:n])] = None
+        prefixes = [list(p) for p in todo]
+        done, used, full = 0, states.size(), False
+        try:
+            for run in plan_groups(prefixes, 0, self.context_length, self._n_seq):
+                if full:
+                    break
+                group = [prefixes[i] for i in run]
+                self._forget_cache()
+                shared = min(common_prefix(group[0], p) for p in group)
+                seqs = tuple(range(len(group)))
+                entries: list[Entry] = [(tok, pos, seqs, False) for pos, tok in enumerate(group[0][:shared])]
+                for seq, p in enumerate(group):
+                    entries += [(p[pos], pos, (seq,), pos == len(p) - 1) for pos in range(shared, len(p))]
+                self._decode_entries(entries)
+                for seq, p in enumerate(group):
+                    data = self._seq_state(seq)
+                    full = used + len(data) > states.max_bytes
+                    if full:
+                        break
+                    states.put(p, data)
+                    used += len(data)
+                    done += 1
+                if on_progress is not None:
+                    on_progress(done, len(prefixes))
+        finally:
+            self._forget_cache()
+        return done, saved, len(prefixes) - done
 
     def _score_prompt(self, ids: list[int], continuations: Sequence[list[int]] = ()) -> tuple[np.ndarray, list[float]]:
         """Next-position logits after ``ids`` and log p(continuation | ids) for each continuation.
@@ -122,6 +195,12 @@ class LlamaCppReflectionLM(NativeCalls, ReflectionLMBase):
         seqs = list(range(1, n_seqs + 1))
         common = self._reuse_prefix(ids, len(ids) - 1, seqs)
         self._check_room(len(ids) + len(nodes))
+        common, save_at = self._read_passage(ids, common, seqs)
+        if save_at:  # the passage first, saved, then the rest of the prompt
+            self._decode_entries([(tok, pos, (0, *seqs), pos == save_at - 1)
+                                  for pos, tok in enumerate(ids[common:save_at], start=common)])
+            self._save_passage(ids[:save_at], 0)
+            common = save_at
         entries: list[Entry] = [
             (tok, pos, (0, *seqs), pos == len(ids) - 1) for pos, tok in enumerate(ids[common:], start=common)
         ]

@@ -19,6 +19,10 @@ import numpy as np
 
 from ..protocol import ReflectionLMError
 from .layout import Entry, common_prefix
+from .prefix_states import PrefixStates, passage_prefix_length
+
+#: Passages shorter than this are decoded again rather than restored (a state file costs more than they do).
+MIN_PASSAGE_TOKENS = 32
 
 #: The llama-cpp-python releases this module is tested with, [from, below): the C API it binds
 #: (llama_memory_*, llama_batch_*, the context-parameter fields) changes between llama.cpp releases.
@@ -95,6 +99,13 @@ def set_fields(params: ctypes.Structure, options: dict[str, Any]) -> None:
         setattr(params, key, options.pop(key))
 
 
+def binding_version() -> str:
+    """The installed llama-cpp-python's version (saved KV states are kept apart by it)."""
+    import llama_cpp
+
+    return str(llama_cpp.__version__)
+
+
 def open_binding(model_path: str | os.PathLike, verbose: bool) -> tuple[Any, Path]:
     """llama.cpp's C binding (a tested release) initialised, and ``model_path`` checked to be a file;
     llama.cpp's log goes to the ``llama-cpp-python`` logger (DEBUG when ``verbose``, else ERROR)."""
@@ -166,6 +177,9 @@ class NativeCalls:
     ``_last_logits`` of the LM.
     """
 
+    _prefix_states: PrefixStates | None = None  # saved passage reads (LlamaCppReflectionLM.reuse_passage_reads)
+    _prefix_marker: bytes | None = None
+
     @property
     def closed(self) -> bool:
         """The llama.cpp objects were freed (``close()``); the model cannot be called again."""
@@ -230,6 +244,94 @@ class NativeCalls:
 
     def _seq_cp(self, src: int, dst: int, p1: int) -> None:
         self._lib.llama_memory_seq_cp(self._native.memory, src, dst, 0, p1)
+
+    def _seq_state(self, seq: int) -> bytes:
+        """The KV cells of sequence ``seq`` (their positions and keys and values), as llama.cpp saves them."""
+        lib, ctx = self._lib, self._native.ctx
+        size = int(lib.llama_state_seq_get_size(ctx, seq))
+        buf = (ctypes.c_uint8 * size)()
+        written = int(lib.llama_state_seq_get_data(ctx, buf, size, seq))
+        return bytes(memoryview(buf)[:written])
+
+    def _set_seq_state(self, seq: int, data: bytes) -> bool:
+        """Load cells saved by :meth:`_seq_state` into the empty sequence ``seq``; False when llama.cpp
+        refuses them (another model's, or no room), the sequence then left empty."""
+        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        if int(self._lib.llama_state_seq_set_data(self._native.ctx, buf, len(data), seq)) > 0:
+            return True
+        self._seq_rm(seq)
+        return False
+
+    # -- passages read once (.prefix_states) ----------------------------------------------------
+    def _passage_prefix(self, ids: Sequence[int]) -> int | None:
+        """The length of the passage that starts ``ids`` (the tokens before its last marker), or None."""
+        if self._prefix_marker is None:
+            return None
+        pieces = self.__dict__.setdefault("_pieces", {})
+        spelled = [pieces[t] if t in pieces else pieces.setdefault(t, self._piece(t)) for t in ids]
+        return passage_prefix_length(spelled, self._prefix_marker, MIN_PASSAGE_TOKENS)
+
+    def _read_passages(self, prompts: Sequence[Sequence[int]], shared: int, branches: Sequence[Sequence[int]],
+                       spare: int) -> tuple[list[int], dict[int, int]]:
+        """Restore the saved passages of prompts about to be decoded together (sequence i holds prompt i,
+        ``branches[i]`` its candidates' sequences, the first ``shared`` cells already theirs).
+
+        Returns where each prompt's decoding starts (``shared``; its passage's length when restored,
+        the restored cells replacing the shared ones; 0 when llama.cpp refused them) and, by prompt,
+        the passages to save once decoded. A restore repeats the shared cells, so it needs ``spare`` cells.
+        """
+        starts, to_save = [shared] * len(prompts), {}
+        states = self._prefix_states
+        if states is None:
+            return starts, to_save
+        for i, ids in enumerate(prompts):
+            n = self._passage_prefix(ids)
+            if n is None or n <= shared:
+                continue
+            data = states.get(ids[:n]) if spare >= shared else None
+            if data is None:
+                to_save[i] = n
+                continue
+            for seq in (i, *branches[i]):
+                self._seq_rm(seq)
+            restored = self._set_seq_state(i, data)
+            if restored and int(self._lib.llama_memory_seq_pos_max(self._native.memory, i)) != n - 1:
+                self._seq_rm(i)  # not the passage it was saved as
+                restored = False
+            starts[i] = n if restored else 0
+            spare -= shared if restored else 0
+            for seq in branches[i]:
+                if restored:
+                    self._seq_cp(i, seq, n)
+        return starts, to_save
+
+    def _read_passage(self, ids: Sequence[int], common: int, seqs: Sequence[int]) -> tuple[int, int | None]:
+        """For one prompt on sequence 0 (shared with ``seqs``), ``common`` cells of it cached: restore its
+        saved passage when that reaches further. Returns the cells now cached and, when the passage is not
+        saved yet, its length (to save once decoded)."""
+        n = self._passage_prefix(ids) if self._prefix_states is not None else None
+        if n is None or n <= common or n >= len(ids):
+            return common, None
+        data = self._prefix_states.get(ids[:n])
+        if data is None:
+            return common, n
+        for seq in (0, *seqs):
+            self._seq_rm(seq)
+        restored = self._set_seq_state(0, data)
+        if restored and int(self._lib.llama_memory_seq_pos_max(self._native.memory, 0)) != n - 1:
+            self._seq_rm(0)
+            restored = False
+        self._cached = list(ids[:n]) if restored else []
+        self._last_logits = None
+        for seq in seqs:
+            if restored:
+                self._seq_cp(0, seq, n)
+        return (n if restored else 0), None
+
+    def _save_passage(self, ids: Sequence[int], seq: int) -> None:
+        """Save the cells of sequence ``seq``, which holds ``ids`` exactly."""
+        if self._prefix_states is not None:
+            self._prefix_states.put(ids, self._seq_state(seq))
 
     def _forget_cache(self) -> None:
         """Empty the KV cache (after a failed decode, whose cells are in an unknown state)."""
