@@ -63,10 +63,13 @@ def file_type(outtype: str) -> int:
 
 
 @contextlib.contextmanager
-def gguf_writer(out: Path, arch: str, check: Callable[[Path], None] | None = None) -> Iterator[Any]:
+def gguf_writer(out: Path, arch: str, check: Callable[[Path], None] | None = None, *,
+                streamed: bool = False) -> Iterator[Any]:
     """A ``GGUFWriter`` on a partial file beside ``out``: the block adds metadata and tensors, then the
     file is written, ``check``-ed and moved onto ``out``. On any error nothing is left behind (the
-    partial name holds the process id, so two processes building the same file do not collide)."""
+    partial name holds the process id, so two processes building the same file do not collide).
+    ``streamed``: the block writes the file itself (tensor infos, header, then each tensor's data), so
+    that no more than one tensor is held at a time."""
     import gguf
 
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -74,9 +77,10 @@ def gguf_writer(out: Path, arch: str, check: Callable[[Path], None] | None = Non
     writer = gguf.GGUFWriter(str(tmp), arch)
     try:
         yield writer
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_tensors_to_file()
+        if not streamed:
+            writer.write_header_to_file()
+            writer.write_kv_data_to_file()
+            writer.write_tensors_to_file()
         writer.close()
         if check is not None:
             check(tmp)
