@@ -292,18 +292,23 @@ class NativeCalls:
             if data is None:
                 to_save[i] = n
                 continue
-            for seq in (i, *branches[i]):
-                self._seq_rm(seq)
-            restored = self._set_seq_state(i, data)
-            if restored and int(self._lib.llama_memory_seq_pos_max(self._native.memory, i)) != n - 1:
-                self._seq_rm(i)  # not the passage it was saved as
-                restored = False
+            restored = self._restore(i, branches[i], data, n)
             starts[i] = n if restored else 0
             spare -= shared if restored else 0
-            for seq in branches[i]:
-                if restored:
-                    self._seq_cp(i, seq, n)
         return starts, to_save
+
+    def _restore(self, seq: int, copies: Sequence[int], data: bytes, n: int) -> bool:
+        """Empty ``seq`` and ``copies``, load ``data`` (a passage of ``n`` tokens) into ``seq`` and share its
+        cells with ``copies``; False, all of them left empty, when llama.cpp refuses it or it is not ``n`` long."""
+        for s in (seq, *copies):
+            self._seq_rm(s)
+        restored = self._set_seq_state(seq, data)
+        if restored and int(self._lib.llama_memory_seq_pos_max(self._native.memory, seq)) != n - 1:
+            self._seq_rm(seq)  # not the passage it was saved as
+            return False
+        for s in copies if restored else ():
+            self._seq_cp(seq, s, n)
+        return restored
 
     def _read_passage(self, ids: Sequence[int], common: int, seqs: Sequence[int]) -> tuple[int, int | None]:
         """For one prompt on sequence 0 (shared with ``seqs``), ``common`` cells of it cached: restore its
@@ -315,17 +320,9 @@ class NativeCalls:
         data = self._prefix_states.get(ids[:n])
         if data is None:
             return common, n
-        for seq in (0, *seqs):
-            self._seq_rm(seq)
-        restored = self._set_seq_state(0, data)
-        if restored and int(self._lib.llama_memory_seq_pos_max(self._native.memory, 0)) != n - 1:
-            self._seq_rm(0)
-            restored = False
+        restored = self._restore(0, seqs, data, n)
         self._cached = list(ids[:n]) if restored else []
         self._last_logits = None
-        for seq in seqs:
-            if restored:
-                self._seq_cp(0, seq, n)
         return (n if restored else 0), None
 
     def _save_passage(self, ids: Sequence[int], seq: int) -> None:
