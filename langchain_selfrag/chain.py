@@ -50,6 +50,7 @@ from langchain_core.runnables.config import patch_config
 from langchain_core.runnables.utils import AddableDict
 from langgraph.errors import GraphRecursionError
 
+from .chain_tool import chain_tool
 from .config import SelfRAGConfig
 from .errors import InvalidInputError, StepBudgetExceededError
 from .graph import SelfRAGContext, compile_graph
@@ -146,6 +147,15 @@ class SelfRAGChain(Runnable[Any, dict[str, Any]]):
     @property
     def OutputType(self) -> Any:  # noqa: N802 - LangChain's name
         return dict
+
+    def as_tool(self, args_schema: Any = None, *, name: str | None = None, description: str | None = None,
+                arg_types: dict[str, type] | None = None) -> Any:
+        """The chain as a tool: one typed argument, ``question``; the model reads the answer with its sources
+        (or the abstention with its reason), and the whole output is the tool's artifact
+        (:mod:`langchain_selfrag.chain_tool`). ``args_schema`` or ``arg_types`` make Runnable's own tool."""
+        if args_schema is not None or arg_types is not None:
+            return super().as_tool(args_schema, name=name, description=description, arg_types=arg_types)
+        return chain_tool(self, name or self.get_name(), description)
 
     # -- helpers -------------------------------------------------------------------------------
     def context_for(self, config: RunnableConfig | None) -> SelfRAGContext:
