@@ -203,32 +203,33 @@ class SelfRAGMiddleware(AgentMiddleware):
     @hook_config(can_jump_to=["end"])
     def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Judge the final answer, or end a run that asks for a retrieval round over the bound."""
-        last = _last_ai(state)
-        if last is None:
-            return None
-        if last.tool_calls:
-            return self._over_bound(state, last, runtime)
-        if KEY in (last.response_metadata or {}):
-            return None
-        passages = passages_of(state)
-        scores = answer_support(self.lm, question_of(state["messages"]), message_text(last),
-                                [p["document"] for p in passages], max_passage_tokens=self.config.max_passage_tokens)
+        update, job = self._answer_job(state, runtime)
+        if job is None:
+            return update
+        last, passages, args = job
+        scores = answer_support(*args, max_passage_tokens=self.config.max_passage_tokens)
         return self._judged(state, last, passages, scores, runtime)
 
     @hook_config(can_jump_to=["end"])
     async def aafter_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        last = _last_ai(state)
-        if last is None:
-            return None
-        if last.tool_calls:
-            return self._over_bound(state, last, runtime)
-        if KEY in (last.response_metadata or {}):
-            return None
-        passages = passages_of(state)
-        scores = await asyncio.to_thread(
-            answer_support, self.lm, question_of(state["messages"]), message_text(last),
-            [p["document"] for p in passages], max_passage_tokens=self.config.max_passage_tokens)
+        update, job = self._answer_job(state, runtime)
+        if job is None:
+            return update
+        last, passages, args = job
+        scores = await asyncio.to_thread(answer_support, *args, max_passage_tokens=self.config.max_passage_tokens)
         return self._judged(state, last, passages, scores, runtime)
+
+    def _answer_job(self, state: Any, runtime: Any) -> tuple[dict[str, Any] | None, tuple | None]:
+        """``(update, None)`` when there is no answer to judge (the update ends a run over its bound), else
+        ``(None, (answer message, kept passages, answer_support's arguments))``."""
+        last = _last_ai(state)
+        if last is None or KEY in (last.response_metadata or {}):
+            return None, None
+        if last.tool_calls:
+            return self._over_bound(state, last, runtime), None
+        passages = passages_of(state)
+        args = (self.lm, question_of(state["messages"]), message_text(last), [p["document"] for p in passages])
+        return None, (last, passages, args)
 
     def _judged(self, state: Any, last: AIMessage, passages: list[dict[str, Any]], scores: list[float],
                 runtime: Any) -> dict[str, Any]:
