@@ -11,12 +11,12 @@ import pytest
 from langchain.agents import create_agent
 from langchain.tools.tool_node import ToolCallRequest
 from langchain_core.documents import Document
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.prompts import PromptTemplate
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.tools import create_retriever_tool, tool
 from langgraph.checkpoint.memory import InMemorySaver
+from scripted_agent import ScriptedModel, tool_call
 
 from langchain_selfrag import tokens as T
 from langchain_selfrag.agents import SelfRAGMiddleware
@@ -70,15 +70,8 @@ class Listed(BaseRetriever):
         return list(self.docs)
 
 
-class ScriptedModel(GenericFakeChatModel):
-    """The agent's model: its messages in turn, whatever tools it is given."""
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedModel:
-        return self
-
-
 def search(query: str = "capital of France", name: str = "search", n: int = 1) -> AIMessage:
-    return AIMessage("", tool_calls=[{"name": name, "args": {"query": query}, "id": f"call-{name}-{n}"}])
+    return tool_call(name, {"query": query}, f"call-{name}-{n}")
 
 
 def agent_with(replies: list[AIMessage], tools: list[Any], middleware: SelfRAGMiddleware, **kw: Any) -> Any:
