@@ -127,7 +127,7 @@ class SelfRAGMiddleware(AgentMiddleware):
         docs = self._documents(request, result)
         if docs is None:
             return result
-        query = query_of(request.tool_call, request.state.get("messages", []))
+        query = query_of(request.tool_call, _messages(request.state))
         scores = passage_relevance(self.lm, query, docs, max_passage_tokens=self.config.max_passage_tokens)
         return self._graded(request, result, query, docs, scores)
 
@@ -139,23 +139,27 @@ class SelfRAGMiddleware(AgentMiddleware):
         docs = self._documents(request, result)
         if docs is None:
             return result
-        query = query_of(request.tool_call, request.state.get("messages", []))
+        query = query_of(request.tool_call, _messages(request.state))
         scores = await asyncio.to_thread(passage_relevance, self.lm, query, docs,
                                          max_passage_tokens=self.config.max_passage_tokens)
         return self._graded(request, result, query, docs, scores)
 
-    def _before_call(self, request: Any) -> tuple[ToolMessage | None, Any]:
-        """``(message, request)``: a message that answers the call at once (a retrieval over the bound), or
-        the request to run (a retrieval tool given its twin that returns Documents)."""
+    def _before_call(self, request: Any) -> tuple[Command | None, Any]:
+        """``(answer, request)``: what answers the call at once (a retrieval over the bound: refused, and its tool
+        remembered as a retrieval tool, so that asking again ends the run), or the request to run (a retrieval
+        tool given its twin that returns Documents)."""
         name = request.tool_call["name"]
         if not self.is_retrieval(request.tool, name):
             return None, request
         state = request.state
-        asking = asking_message(request.tool_call.get("id"), state.get("messages", []))
+        asking = asking_message(request.tool_call.get("id"), _messages(state))
         if round_count(state) >= self.max_retrievals and asking not in {r["message"] for r in rounds_of(state)}:
-            return ToolMessage(f"Not searched: the retrieval limit (max_retrievals={self.max_retrievals}) is "
-                               "reached. Answer from the passages found, or say that the sources do not answer this.",
-                               tool_call_id=request.tool_call["id"], name=name, status="error"), request
+            refused = ToolMessage(f"Not searched: the retrieval limit (max_retrievals={self.max_retrievals}) is "
+                                  "reached. Answer from the passages found, or say that the sources do not answer "
+                                  "this.", tool_call_id=request.tool_call["id"], name=name, status="error")
+            return Command(update={"messages": [refused], "selfrag_rounds": [
+                {"message": asking, "tool": name, "query": None, "retrieved": 0, "kept": 0, "best_isrel": None}]}), \
+                request
         if request.tool is None:
             return None, request
         twin = with_documents(request.tool)
@@ -191,7 +195,7 @@ class SelfRAGMiddleware(AgentMiddleware):
         message = result.model_copy(update={
             "content": text, "artifact": kept_docs,
             "response_metadata": {**result.response_metadata, KEY: meta}})
-        asking = asking_message(request.tool_call.get("id"), request.state.get("messages", []))
+        asking = asking_message(request.tool_call.get("id"), _messages(request.state))
         return Command(update={
             "messages": [message],
             "selfrag_passages": [{"document": docs[i], "isrel": scores[i], "tool": name, "query": query} for i in kept],
@@ -228,7 +232,7 @@ class SelfRAGMiddleware(AgentMiddleware):
         if last.tool_calls:
             return self._over_bound(state, last, runtime), None
         passages = passages_of(state)
-        args = (self.lm, question_of(state["messages"]), message_text(last), [p["document"] for p in passages])
+        args = (self.lm, question_of(_messages(state)), message_text(last), [p["document"] for p in passages])
         return None, (last, passages, args)
 
     def _judged(self, state: Any, last: AIMessage, passages: list[dict[str, Any]], scores: list[float],
@@ -268,8 +272,15 @@ class SelfRAGMiddleware(AgentMiddleware):
         return {"messages": [*not_run, final], "jump_to": "end"}
 
 
+def _messages(state: Any) -> list[Any]:
+    """The messages of the agent's state (a dict in ``create_agent``; a model or a list in a plain ToolNode)."""
+    if isinstance(state, dict):
+        return list(state.get("messages") or [])
+    return list(state) if isinstance(state, list) else list(getattr(state, "messages", None) or [])
+
+
 def _last_ai(state: Any) -> AIMessage | None:
-    messages = state.get("messages") or []
+    messages = _messages(state)
     return messages[-1] if messages and isinstance(messages[-1], AIMessage) else None
 
 

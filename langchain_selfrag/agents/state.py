@@ -28,12 +28,17 @@ class SelfRAGAgentState(AgentState):
     selfrag_rounds: NotRequired[Annotated[list[dict[str, Any]], PrivateStateAttr, run_list]]
 
 
+def _field(state: Any, name: str) -> list[dict[str, Any]]:
+    value = state.get(name) if isinstance(state, dict) else getattr(state, name, None)
+    return list(value or [])
+
+
 def rounds_of(state: Any) -> list[dict[str, Any]]:
-    return list(state.get("selfrag_rounds") or [])
+    return _field(state, "selfrag_rounds")
 
 
 def passages_of(state: Any) -> list[dict[str, Any]]:
-    return list(state.get("selfrag_passages") or [])
+    return _field(state, "selfrag_passages")
 
 
 def round_count(state: Any) -> int:

@@ -213,6 +213,17 @@ def test_the_bound_on_retrieval_rounds_ends_the_run_with_the_abstention():
     assert [m.tool_call_id for m in refused] == ["call-search-2"]
 
 
+def test_a_retrieval_tool_first_called_over_the_bound_is_refused_then_the_run_ends():
+    first, second = Listed(docs=[BANANA]), Listed(docs=[PARIS])
+    tools = [create_retriever_tool(first, "search", "Search."), create_retriever_tool(second, "lookup", "Look up.")]
+    replies = [search(n=1), search(name="lookup", n=2), search(name="lookup", n=3), AIMessage("Paris.")]
+    messages = run(agent_with(replies, tools, SelfRAGMiddleware(reflection_lm(), max_retrievals=1)))
+    assert (first.calls, second.calls) == (1, 0)
+    refused = next(m for m in messages if isinstance(m, ToolMessage) and m.tool_call_id == "call-lookup-2")
+    assert refused.status == "error" and refused.content.startswith("Not searched: the retrieval limit")
+    assert messages[-1].content.startswith(ABSTAIN_ANSWER) and "max_retrievals=1" in messages[-1].content
+
+
 def test_each_run_starts_with_no_passage_kept():
     agent = agent_with([search(), AIMessage("Paris is the capital."), AIMessage("Paris, as I said.")],
                        [retriever_tool(PARIS)], SelfRAGMiddleware(reflection_lm()), checkpointer=InMemorySaver())
