@@ -5,8 +5,8 @@ around the first gold answer found there is given to the model (llama.cpp, greed
 three layouts; right = a gold answer in the output (case ignored):
 
 - ``selfrag``: the Self-RAG prompt, ``### Instruction: … ### Response:\\n[Retrieval]<paragraph>…</paragraph>[Relevant]``;
-- ``chat``: the ChatML turn (Qwen's): the passage and the question in the user turn, as
-  :class:`~langchain_selfrag.lm.reader.ReaderCriticLM` gives its reader;
+- ``chat``: the ChatML turn (Qwen's): the passage and the question in the user turn, as the ``chatml``
+  prompt layout asks for the answer (:data:`~langchain_selfrag.questions.INSTRUCTION_FIRST_WITH_PASSAGE`);
 - ``chat_selfrag``: the question in the user turn, the Self-RAG evidence and ``[Relevant]`` in the assistant's.
 
 ``--ban-reflection`` keeps the model from writing its reflection tokens (a base whose new rows would
@@ -30,8 +30,9 @@ if __package__ in (None, ""):
 from benchmarks.record import Run  # noqa: E402
 from benchmarks.trust_suite import suite_questions  # noqa: E402
 from langchain_selfrag import tokens as T  # noqa: E402
-from langchain_selfrag.lm.reader import ReaderPrompt, ReaderTurn, chatml  # noqa: E402
+from langchain_selfrag.chatml import chatml  # noqa: E402
 from langchain_selfrag.prompts import build_instruction, format_prompt, with_evidence  # noqa: E402
+from langchain_selfrag.questions import INSTRUCTION_FIRST_WITH_PASSAGE, ReflectionQuestions, Turn, fill  # noqa: E402
 
 FORMS = ("selfrag", "chat", "chat_selfrag")
 WINDOW = 700
@@ -51,10 +52,11 @@ def layout(form: str, question: str, title: str, window: str) -> str:
     """The prompt of one layout (see the module docstring)."""
     if form == "selfrag":
         return with_evidence(format_prompt(build_instruction(question)), title, window) + T.RELEVANT
-    if form == "chat":  # what ReaderCriticLM gives its reader
-        return ReaderPrompt()(ReaderTurn(question, "", title, window))
+    system = ReflectionQuestions.system
+    if form == "chat":  # the chatml layout's answer request
+        return chatml(system, fill(INSTRUCTION_FIRST_WITH_PASSAGE, Turn(question, "", title, window)))
     if form == "chat_selfrag":
-        return with_evidence(chatml(ReaderPrompt.system, question), title, window) + T.RELEVANT
+        return with_evidence(chatml(system, question), title, window) + T.RELEVANT
     raise ValueError(f"form must be one of {', '.join(FORMS)}, not {form!r}")
 
 

@@ -1,6 +1,6 @@
-"""How well a trained relevance judge (``training.judge_sft``) tells held-out pairs apart, beside its
-untrained base: the AUC of the judge's IsRel (``P(Yes) / (P(Yes) + P(No))``, the prompt
-``RelevanceJudge`` asks) over all pairs and on each contrast the pairs hold (SQuAD 2.0's unanswerable
+"""How well a model trained on the IsRel question (``training.judge_sft``) tells held-out pairs apart, beside
+its untrained base: the AUC of its IsRel (``P(Yes) / (P(Yes) + P(No))`` at the IsRel question of
+:class:`~langchain_selfrag.questions.ReflectionQuestions`) over all pairs and on each contrast the pairs hold (SQuAD 2.0's unanswerable
 questions, documentation near misses), with the run that trained it::
 
     python -m cookbook.data.squad_judge_pairs --data ../shared/data \\

@@ -10,22 +10,19 @@ an adapter folder (a candidate, built the same way). For each one:
   demo corpus (``examples/corpus``, indexed once into a temporary Chroma store), wall time and the
   child's peak resident memory, model load included;
 * ``throughput``: ``benchmarks/throughput.py`` on the same corpus (sequential and ``--concurrency``);
-* with ``--breakdown``, ``demo_model_s``: the same question asked once more in this process, models loaded
-  first, and the seconds each model computed for it (``model``; a reader pair's ``critic``, ``reader`` and
-  ``judge``), with ``ask_s``, the whole answer: where a pair's time goes;
+* with ``--breakdown``, ``demo_model_s``: the same question asked once more in this process, the model loaded
+  first, and the seconds the model computed for it (``model``), with ``ask_s``, the whole answer;
 * with ``--read-ahead`` (a model that keeps its passage reads, :mod:`langchain_selfrag.passage_reads`):
   ``read_ahead_s``, ``read_ahead_passages``, ``read_ahead_peak_rss_mb`` and ``prefix_states_mb`` of
   ``selfrag index --read-ahead`` over the demo store, then ``demo_warm_s`` (and ``demo_model_warm_s``) asked
   with every passage read. The asks above always start with no passage read (an empty ``prefix-states``).
 
-With ``--reader`` (and ``--judge``) each model is measured twice: alone, and critiquing the answers of
-that chat model (the reader pair of ``selfrag ask --reader/--judge``; the chat models' files are found
-before the run, so their joins are not timed).
+``benchmarks/results/model_cost_reader_judge.json`` holds rows of the three-model opt-in (a reader
+writing the answers, a relevance judge; ``reader``, ``judge`` and their ``demo_model_s`` roles), retired in
+0.1: its code is in git history (b4c0590).
 
     python benchmarks/model_cost.py --model selfrag-smollm2-135m --model selfrag-qwen2.5-coder-0.5b \\
         --json benchmarks/results/model_cost.json
-    python benchmarks/model_cost.py --model selfrag-smollm2-135m --reader qwen2.5-coder-0.5b-instruct \\
-        --judge qwen2.5-coder-1.5b-instruct --json benchmarks/results/model_cost_reader_judge.json
 """
 
 from __future__ import annotations
@@ -48,6 +45,7 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from benchmarks.record import Run  # noqa: E402
+from langchain_selfrag.config_flags import add_removed_flags  # noqa: E402
 
 QUESTION = "How does Self-RAG decide whether to retrieve passages?"
 CORPUS = ROOT / "examples" / "corpus"
@@ -101,49 +99,36 @@ def build(model: str, cache: Path, outtype: str | None = None) -> tuple[Path, fl
     return Path(path), time.perf_counter() - start, peak
 
 
-def pair_flags(reader: str | None, judge: str | None) -> list[str]:
-    """``--reader FILE [--judge FILE]`` for a child command (none without a reader)."""
-    return (["--reader", reader] if reader else []) + (["--judge", judge] if reader and judge else [])
-
-
-def model_seconds(gguf: Path, store: Path, question: str, reader: str | None = None,
-                  judge: str | None = None, k: int | None = None) -> dict[str, float]:
-    """Seconds each model computes to answer ``question`` over ``store`` in this process (loading not
+def model_seconds(gguf: Path, store: Path, question: str, k: int | None = None) -> dict[str, float]:
+    """Seconds the model computes to answer ``question`` over ``store`` in this process (loading not
     counted), and ``ask_s``, the whole answer (``k`` passages; default the chain's)."""
     from langchain_selfrag import SelfRAGChain, SelfRAGConfig
-    from langchain_selfrag.graph.context import default_lm, default_pair
+    from langchain_selfrag.graph.context import default_lm
     from langchain_selfrag.lm.scheduler import unwrap
     from langchain_selfrag.retrieval import open_store
 
-    lm = default_pair(str(gguf), reader, judge) if reader else default_lm(str(gguf))
+    lm = default_lm(str(gguf))
     inner = unwrap(lm)
-    roles = {"critic": inner.critic, "reader": inner.reader} if reader else {"model": inner}
-    if reader and judge:
-        roles["judge"] = inner.judge.lm
-    names: dict[int, str] = {}
-    for role, m in roles.items():  # a model in two roles (a reader that also judges) is one entry
-        names[id(m)] = f"{names[id(m)]}+{role}" if id(m) in names else role
-    seconds = dict.fromkeys(names.values(), 0.0)
+    seconds = {"model": 0.0}
 
-    def timed(m: Any, method: str) -> None:
-        call = getattr(m, method)
+    def timed(method: str) -> None:
+        call = getattr(inner, method)
 
         def wrapper(*a: Any, **kw: Any) -> Any:
             start = time.perf_counter()
             try:
                 return call(*a, **kw)
             finally:
-                seconds[names[id(m)]] += time.perf_counter() - start
+                seconds["model"] += time.perf_counter() - start
 
-        setattr(m, method, wrapper)
+        setattr(inner, method, wrapper)
 
-    for m in {id(m): m for m in roles.values()}.values():
-        timed(m, "generate")
-        timed(m, "candidate_probs")
+    timed("generate")
+    timed("candidate_probs")
     start = time.perf_counter()
     SelfRAGChain(lm, open_store(store), SelfRAGConfig(k=k) if k else None).invoke(question)
     ask_s = time.perf_counter() - start
-    inner.close()  # default_lm and default_pair load a closed model again
+    inner.close()  # default_lm loads a closed model again
     return {**{k: round(v, 2) for k, v in seconds.items()}, "ask_s": round(ask_s, 2)}
 
 
@@ -158,25 +143,22 @@ def folder_mb(folder: Path) -> float:
     return round(sum(f.stat().st_size for f in folder.glob("*") if f.is_file()) / 1e6, 1) if folder.is_dir() else 0.0
 
 
-def measure(model: str, built: tuple[Path, float], store: Path, args, env: dict[str, str],
-            reader: str | None = None, judge: str | None = None) -> dict:
+def measure(model: str, built: tuple[Path, float], store: Path, args, env: dict[str, str]) -> dict:
     gguf, build_s, build_rss = built
-    pair = pair_flags(reader, judge)
     k = ["--k", str(args.k)] if args.k else []
-    ask = [*selfrag_command(), "ask", args.question, "--store", str(store), "--model", str(gguf), *pair, *k, "--json"]
+    ask = [*selfrag_command(), "ask", args.question, "--store", str(store), "--model", str(gguf), *k, "--json"]
     forget_passage_reads(env)
     seconds, rss, text = timed_child(ask, env)
     answer = json.loads(text)
-    row = {"model": model, "gguf": gguf.name, "reader": Path(reader).name if reader else None,
-           "judge": Path(judge).name if reader and judge else None,
+    row = {"model": model, "gguf": gguf.name,
            "build_s": round(build_s, 1), "build_peak_rss_mb": round(build_rss),
            "gguf_mb": round(gguf.stat().st_size / 1e6, 1),
            "demo_s": round(seconds, 2), "demo_peak_rss_mb": round(rss), "demo_answer": answer.get("answer"),
            "demo_abstained": answer.get("abstained"), "demo_citations": answer.get("citations")}
     if args.breakdown:
         forget_passage_reads(env)
-        row["demo_model_s"] = model_seconds(gguf, store, args.question, reader, judge if reader else None, args.k)
-    if args.read_ahead and not reader:
+        row["demo_model_s"] = model_seconds(gguf, store, args.question, args.k)
+    if args.read_ahead:
         states = forget_passage_reads(env)
         _, rss, text = timed_child([*selfrag_command(), "index", args.corpus, "--store", str(store), "--read-ahead",
                                     "--model", str(gguf), "--quiet"], env)
@@ -190,12 +172,12 @@ def measure(model: str, built: tuple[Path, float], store: Path, args, env: dict[
         row.update(demo_warm_s=round(seconds, 2), demo_warm_peak_rss_mb=round(rss), demo_warm_answer=warm.get("answer"),
                    demo_warm_citations=warm.get("citations"))
         if args.breakdown:
-            row["demo_model_warm_s"] = model_seconds(gguf, store, args.question, None, None, args.k)
+            row["demo_model_warm_s"] = model_seconds(gguf, store, args.question, args.k)
     if args.throughput_queries:
         forget_passage_reads(env)  # its asks read passages as they come
         with tempfile.TemporaryDirectory() as tmp:
             result = Path(tmp) / "t.json"
-            subprocess.run([sys.executable, str(ROOT / "benchmarks" / "throughput.py"), "--model", str(gguf), *pair,
+            subprocess.run([sys.executable, str(ROOT / "benchmarks" / "throughput.py"), "--model", str(gguf),
                             "--queries", str(args.throughput_queries), "--concurrency", args.concurrency,
                             "--json", str(result)], check=True, env=env, stdout=subprocess.DEVNULL)
             row["throughput"] = json.loads(result.read_text())["figures"]
@@ -206,8 +188,7 @@ def measure(model: str, built: tuple[Path, float], store: Path, args, env: dict[
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", action="append", required=True, help="a bundled model's name or an adapter folder (repeat)")
-    ap.add_argument("--reader", help="also measure each model with this chat model reading (file or base name)")
-    ap.add_argument("--judge", help="with --reader: and this chat model judging relevance (file or base name)")
+    add_removed_flags(ap)
     ap.add_argument("--outtype", help="the GGUF merge's type (default the bundled model's own; keep: the base's own "
                     "tensors, for a chatml-questions adapter)")
     ap.add_argument("--question", default=QUESTION)
@@ -221,12 +202,6 @@ def main(argv=None) -> int:
                     help="also read the demo store's passages ahead (selfrag index --read-ahead) and ask again")
     ap.add_argument("--json", help="write the results file here (benchmarks/record.py)")
     args = ap.parse_args(argv)
-    if args.judge and not args.reader:
-        ap.error("--judge judges the answers of a --reader: give one")
-    from langchain_selfrag.graph.context import model_path
-
-    # the chat models' files, found (joined from their part packages) in the user's cache before the run
-    reader, judge = (model_path(m) if m else None for m in (args.reader, args.judge))
     run = Run("model_cost")
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "SELFRAG_CACHE_DIR": str(Path(tmp) / "cache")}
@@ -238,8 +213,6 @@ def main(argv=None) -> int:
         for model in args.model:
             built = build(model, Path(tmp) / "cache", args.outtype)
             rows.append(measure(model, built, store, args, env))
-            if reader:
-                rows.append(measure(model, built, store, args, env, reader, judge))
     if args.json:
         run.write(args.json, vars(args), {"models": rows})
     return 0

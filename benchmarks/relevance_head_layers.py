@@ -38,7 +38,7 @@ def layer_reader(model_path: Path, layers: Sequence[int], threads: int):
     import llama_cpp
     from llama_cpp import llama_cpp as lib
 
-    from langchain_selfrag.lm.llamacpp.hidden import LlamaCppHiddenStates
+    from training.core.hidden_states import LlamaCppHiddenStates
 
     ggml = ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / "libggml-base.so"))
     ggml.ggml_get_name.restype, ggml.ggml_get_name.argtypes = ctypes.c_char_p, [ctypes.c_void_p]
@@ -91,9 +91,9 @@ def grouped_cv(x: np.ndarray, y: np.ndarray, groups: Sequence[str], l2: float, f
 def main(argv: Sequence[str] | None = None) -> int:
     from benchmarks.record import Run
     from langchain_selfrag.graph.context import model_path
-    from langchain_selfrag.lm.chat import ReaderTurn
-    from langchain_selfrag.lm.judge import JudgePrompt
-    from training.relevance_head import answer_direction, auc, contrast_aucs, load_features
+    from langchain_selfrag.questions import ReflectionQuestions
+    from training.relevance_head import (answer_direction, auc, contrast_aucs, isrel_prompt, isrel_words, load_features,
+                                        pair_turn)
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--run", required=True, help="a training.relevance_head output folder (pairs.jsonl, features/)")
@@ -109,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     pairs = [json.loads(line) for line in (run / "pairs.jsonl").read_text().splitlines()[: args.limit]]
     folder = run / "layers"
     folder.mkdir(exist_ok=True)
-    read, prompt, blocks, started = None, JudgePrompt(), [], time.monotonic()
+    read, blocks, started = None, [], time.monotonic()
     for start in range(0, len(pairs), 50):
         chunk = folder / f"{start:06d}.npy"
         part = pairs[start : start + 50]
@@ -117,17 +117,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             blocks.append(block[: len(part)])
             continue
         read = read or layer_reader(path, layers, args.threads)
-        block = np.stack([read(prompt(ReaderTurn(p["question"], "", p["title"] or None, p["passage"]))) for p in part])
+        block = np.stack([read(isrel_prompt(pair_turn(p))) for p in part])
         np.save(chunk, block)
         blocks.append(block)
         print(f"layers {start + len(part)}/{len(pairs)} ({time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
     states = np.concatenate(blocks).astype(np.float64)
-    final = load_features(run / "features", prompt, pairs).astype(np.float64)
-    yes = prompt.yes
-    from langchain_selfrag.lm.llamacpp.hidden import LlamaCppHiddenStates
+    final = load_features(run / "features", isrel_prompt, pairs).astype(np.float64)
+    from training.core.hidden_states import LlamaCppHiddenStates
 
     vocab = LlamaCppHiddenStates(path, n_ctx=64)
-    ids = [vocab.tokenize(w, add_bos=False)[0] for w in (yes, prompt.no)]
+    ids = [vocab.tokenize(w, add_bos=False)[0] for w in isrel_words(ReflectionQuestions())]
     vocab.close()
     untrained = final @ answer_direction(path, *ids)
     y = np.array([p["label"] for p in pairs], dtype=float)

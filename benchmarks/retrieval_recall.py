@@ -3,7 +3,7 @@
 For every answerable question of the bundled model's training articles (where the retriever was
 chosen) and of its held-out articles, whether a gold passage is among the top 1 and top 5 of:
 ``bm25`` (``training.selfrag.bm25``), ``dense`` (the Chroma + MiniLM store of
-``cookbook/selfrag_smollm2/evaluate.py``, kept in the model cache) and ``hybrid`` (both through
+``training/selfrag/retrievers.py``, kept in the model cache) and ``hybrid`` (both through
 :class:`langchain_selfrag.retrieval.fusion.FusionRetriever`, the evaluation's ``--retrieval hybrid``). All three are the
 LangChain retrievers the evaluation uses, called as the chain calls them.
 
@@ -25,16 +25,16 @@ from pathlib import Path
 from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # training/ and cookbook/ are run from a checkout
+sys.path.insert(0, str(ROOT))  # training/ is run from a checkout
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from benchmarks.record import Run  # noqa: E402
-from cookbook.selfrag_smollm2.evaluate import BM25DocumentRetriever, dense_store
 from langchain_selfrag import bundled
 from langchain_selfrag.retrieval import with_k
 from langchain_selfrag.retrieval.fusion import FusionRetriever
 from training.selfrag.bm25 import BM25Retriever
 from training.selfrag.qa_data import load_squad
+from training.selfrag.retrievers import BM25DocumentRetriever, dense_store
 
 DEPTH = 5
 

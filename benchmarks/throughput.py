@@ -10,7 +10,6 @@ many answers equal the sequential ones.
     python benchmarks/throughput.py                      # bundled model over examples/corpus/, concurrency 1, 4, 8
     python benchmarks/throughput.py --queries 16 --concurrency 4,8,16 --model path/to/selfrag.gguf
     python benchmarks/throughput.py --threads 1 --json benchmarks/results/throughput.json
-    python benchmarks/throughput.py --reader qwen2.5-coder-0.5b-instruct --judge qwen2.5-coder-1.5b-instruct
 
 ``--json PATH`` writes the figures with the machine, date, command line and versions
 (``benchmarks/record.py``); the throughput tables of ``docs/benchmarks.md`` come from
@@ -41,6 +40,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from langchain_core.callbacks import BaseCallbackHandler  # noqa: E402
 
 from benchmarks.record import Run  # noqa: E402
+from langchain_selfrag.config_flags import add_removed_flags  # noqa: E402
 
 QUESTIONS = [
     "What are reflection tokens?",
@@ -186,7 +186,6 @@ def build_chain(args: argparse.Namespace, store_dir: Path) -> tuple[Any, Any, st
     """The chain over a fresh store of ``args.corpus``, the index statistics and the model's name."""
     from langchain_selfrag.bundled import default_model_path
     from langchain_selfrag.chain import SelfRAGChain
-    from langchain_selfrag.graph.context import model_path
     from langchain_selfrag.retrieval import index_path, open_store
 
     stats = index_path(args.corpus, store_dir, progress=False)
@@ -196,12 +195,6 @@ def build_chain(args: argparse.Namespace, store_dir: Path) -> tuple[Any, Any, st
         raise SystemExit("no model: pass --model (the bundled model could not be built here)")
     lm = load_model(model, args.threads)
     name = Path(str(model)).name
-    if args.reader:  # the reader pair: the model critiques, the chat models read (and judge)
-        from langchain_selfrag.lm import ReaderCriticLM, RelevanceJudge
-
-        judge = RelevanceJudge(load_model(args.judge, args.threads)) if args.judge else None
-        lm = ReaderCriticLM(lm, load_model(args.reader, args.threads), judge=judge)
-        name = " + ".join([name, *(Path(model_path(m)).name for m in (args.reader, args.judge) if m)])
     chain = SelfRAGChain.from_retriever(lm, store, k=args.k, mode=args.mode, max_new_tokens=args.max_new_tokens)
     return chain, stats, name
 
@@ -217,8 +210,7 @@ def load_model(name: str, threads: int | None) -> Any:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="GGUF file or HF model dir (default: the bundled selfrag-smollm2-135m)")
-    parser.add_argument("--reader", help="a chat model (file or base name) that writes the answers --model judges")
-    parser.add_argument("--judge", help="with --reader: a chat model (file or base name) that judges relevance")
+    add_removed_flags(parser)
     parser.add_argument("--corpus", default=str(ROOT / "examples" / "corpus"),
                         help="folder or file to index (default: examples/corpus/)")
     parser.add_argument("--queries", type=int, default=8, help="questions per mode (default 8)")
@@ -229,8 +221,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, help="llama.cpp threads (default: the backend's)")
     parser.add_argument("--json", help="also write the figures, machine, date and versions to this JSON file")
     args = parser.parse_args(argv)
-    if args.judge and not args.reader:
-        parser.error("--judge judges the answers of a --reader: give one")
     run = Run("throughput")
     try:
         levels = [int(c) for c in str(args.concurrency).split(",") if c.strip()]

@@ -25,6 +25,14 @@ the bars do not change which answer is chosen, only whether it is given, so no b
 of them right than that. ``candidate_ceiling`` counts those where any candidate (one per passage
 read) is right: no ranking of the candidates can answer more of them right with this reader.
 
+``loss`` (printed as one table at the end) says where each answer is lost, per kind and part:
+right, a wrong answer kept, or lost at retrieval, judgement, reading or support
+(:mod:`benchmarks.trust_loss` defines the buckets). For it each answerable record keeps the ranks of
+the chunks holding a gold answer among the passages read and among the store's top 20, and the
+bars the run used. ``--summarize-only --reindex-ranks`` gives older records their ranks from the
+documents indexed again as the run did them; ``--rescore-bars ISREL,ISSUP`` re-scores the saved
+records at other bars without the model (written to ``OUT/summary-at-ISREL-ISSUP.json``).
+
 Everything goes through the README's path: the kind's documents are indexed by ``selfrag index`` into
 a fresh embedded Chroma store, opened with ``open_store`` and asked through
 ``SelfRAGChain.from_retriever(lm, store)`` with the default config (or ``--paper``). Each run's
@@ -47,6 +55,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 if __package__ in (None, ""):
@@ -56,9 +65,9 @@ from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 
-from langchain_selfrag.abstention import AbstentionCalibration
-from langchain_selfrag.config import ANSWER_FORMS
-from langchain_selfrag.config_flags import add_chat_model_flags
+from langchain_selfrag.abstention import AbstentionCalibration, calibrated_config
+from langchain_selfrag.config import ANSWER_FORMS, SelfRAGConfig
+from langchain_selfrag.config_flags import add_chat_model_flags, add_removed_flags
 from langchain_selfrag.evaluation.common.selective import (
     Outcome,
     plot_risk_coverage,
@@ -66,7 +75,22 @@ from langchain_selfrag.evaluation.common.selective import (
     trust_report,
 )
 from langchain_selfrag.evaluation.qa import abstention as A
-from langchain_selfrag.evaluation.qa.metrics import match, normalize_answer
+from langchain_selfrag.evaluation.qa.metrics import normalize_answer
+from langchain_selfrag.graph.nodes.abstain import bar
+
+from benchmarks.trust_loss import (
+    STORE_DEPTH,
+    answer_right,
+    candidate_given,
+    chosen_candidate,
+    format_loss_table,
+    has_ranks,
+    loss_table,
+    rank_fields,
+    reindexed_ranks,
+    rescored,
+    would_be_answer,
+)
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -223,10 +247,16 @@ def source_of(doc: Document) -> str:
     return Path(str((doc.metadata or {}).get("source", ""))).name
 
 
-def record(q: Mapping[str, Any], out: Mapping[str, Any]) -> dict[str, Any]:
+def record(q: Mapping[str, Any], out: Mapping[str, Any], store_hits: Sequence[Document] | None = None) -> dict[str, Any]:
     """What the summary needs of one run: the answer, the abstention, what was cited and the trace
-    (each candidate's passage source, text, IsRel, IsSup, score and whether ``select`` chose it)."""
+    (each candidate's passage source, text, IsRel, IsSup, score and whether ``select`` chose it).
+    With ``store_hits`` (the store's top ``STORE_DEPTH`` for the question) and gold answers, the ranks
+    of the chunks holding one among the passages read and in the store (:func:`~benchmarks.trust_loss.rank_fields`)."""
     passages = list(out.get("passages") or [])
+    ranks = {}
+    if store_hits is not None and q.get("answers"):
+        ranks = rank_fields([(source_of(d), d.page_content) for d in passages],
+                            [(source_of(d), d.page_content) for d in store_hits], q)
     trace = []
     for t in out.get("trace") or []:
         if t.get("kind", "candidate") != "candidate":
@@ -239,7 +269,7 @@ def record(q: Mapping[str, Any], out: Mapping[str, Any]) -> dict[str, Any]:
     return {**dict(q), "signals": A.signals(out), "answer": out.get("answer", ""), "abstained": bool(out.get("abstained")),
             "reason": out.get("abstain_reason"), "retrieved": bool(out.get("retrieved")),
             "retrieve_probability": out.get("retrieve_probability"), "confidence": out.get("confidence"),
-            "cited": [source_of(d) for d in out.get("citations") or []], "trace": trace}
+            "cited": [source_of(d) for d in out.get("citations") or []], "trace": trace, **ranks}
 
 
 def key(r: Mapping[str, Any]) -> tuple:
@@ -248,8 +278,6 @@ def key(r: Mapping[str, Any]) -> tuple:
 
 def suite_config(args: argparse.Namespace) -> Any:
     """The chain settings of the runs: the defaults or ``--paper``, with ``--answer-form`` and ``--k`` when given."""
-    from langchain_selfrag.config import SelfRAGConfig
-
     form = {"answer_form": args.answer_form} if args.answer_form else {}
     if getattr(args, "k", None):
         form["k"] = args.k
@@ -258,9 +286,15 @@ def suite_config(args: argparse.Namespace) -> Any:
 
 def answer_form_of(args: argparse.Namespace, lm: Any) -> str:
     """The answer form the runs use: ``--answer-form``, else the model's own (generated with ``--paper``)."""
-    from langchain_selfrag.abstention import calibrated_config
-
     return calibrated_config(suite_config(args), lm).answer_form
+
+
+def run_settings(config: Any) -> dict[str, Any]:
+    """What a record keeps of the run's settings for re-scoring: the abstention bars it used (a bar
+    left at None is the default :func:`~langchain_selfrag.graph.nodes.abstain.bar` gives) and whether a
+    closed-book answer was an abstention."""
+    return {"bars": {name: bar(config, name) for name in ("abstain_isrel", "abstain_issup")},
+            "closed_book": bool(config.abstain_closed_book)}
 
 
 def run_kind(kind: str, split: str, args: argparse.Namespace, lm: Any, out_file: Path, done: set) -> int:
@@ -281,6 +315,7 @@ def run_kind(kind: str, split: str, args: argparse.Namespace, lm: Any, out_file:
     if not todo:
         return 0
     config = suite_config(args)
+    settings = run_settings(calibrated_config(config, lm))
     with tempfile.TemporaryDirectory() as tmp:
         store = open_store(index_folder(docs, Path(tmp), index_options(args.chunk_size, args.chunk_overlap)))
         chain = SelfRAGChain(lm, store, config)
@@ -293,39 +328,14 @@ def run_kind(kind: str, split: str, args: argparse.Namespace, lm: Any, out_file:
                 else:
                     out = chain.invoke(q["question"])
                 seconds = round(time.perf_counter() - started, 2)
-                fh.write(json.dumps({"kind": kind, "split": split, **record(q, out), "seconds": seconds}) + "\n")
+                hits = store.similarity_search(q["question"], k=STORE_DEPTH) if q.get("answers") else None
+                fh.write(json.dumps({"kind": kind, "split": split, **record(q, out, hits), **settings,
+                                     "seconds": seconds}) + "\n")
                 fh.flush()
     return len(todo)
 
 
 # --- scoring ---------------------------------------------------------------------------------------
-
-def answer_right(r: Mapping[str, Any], answer: str, cited: Iterable[str]) -> bool:
-    """A gold answer occurs in the answer (SQuAD normalisation) and the gold document is cited."""
-    return (bool(match(answer or "", r.get("answers") or []))
-            and (r.get("source") is None or r["source"] in set(cited)))
-
-
-def chosen_candidate(r: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    chosen = [t for t in r["trace"] if t.get("chosen")]
-    return chosen[0] if chosen else None
-
-
-def would_be_answer(r: Mapping[str, Any]) -> tuple[str, list[str]]:
-    """The answer and citations the run gave, or would have given had it not abstained (the chosen
-    candidate of the trace)."""
-    if not r["abstained"]:
-        return r["answer"], r["cited"]
-    cand = chosen_candidate(r)
-    if cand is None:
-        return "", []
-    return candidate_given(cand)
-
-
-def candidate_given(cand: Mapping[str, Any]) -> tuple[str, list[str]]:
-    """The answer and citations one candidate of the trace gives: its answer, its passage's source."""
-    return A.entry_answer(cand), [cand["source"]] if cand.get("source") else []
-
 
 #: Confidences a run can be ranked by, from its own trace (all in [0, 1], higher = surer).
 def _best_isrel(r: Mapping[str, Any]) -> float | None:
@@ -433,7 +443,7 @@ def summarize(records: Sequence[Mapping[str, Any]], *, confidence: str = "chain"
                        "answerable_only": {k: answerable_only[k] for k in ("coverage", "selective_accuracy", "aurc",
                                                                             "aurc_optimal", "selective_accuracy_at_0.6")}}
     timed = [r["seconds"] for r in records if isinstance(r.get("seconds"), (int, float))]
-    return {"confidence": confidence, "kinds": kinds,
+    return {"confidence": confidence, "kinds": kinds, "loss": loss_table(records, list(kinds), PARTS),
             "all_bars_hold": all(p.get("holds", True) for k in kinds.values() for p in k["parts"].values()),
             "seconds_per_question": {"n": len(timed), "mean": round(sum(timed) / len(timed), 2) if timed else None}}
 
@@ -480,6 +490,41 @@ def parts_at(records: Sequence[Mapping[str, Any]], isrel: float, issup: float) -
     return {kind: {p: parts[p] for p in PARTS if p in parts} for kind, parts in kinds.items()}
 
 
+def with_run_settings(records: Sequence[Mapping[str, Any]], run: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Records written before runs kept their bars get the ones the run used: the model's calibration
+    (the judge's, for a run with one) or the paper's, as :func:`suite_config` and the chain resolve them
+    (``run``: the run's ``run.json``)."""
+    if all("bars" in r for r in records):
+        return [dict(r) for r in records]
+    if not run.get("model"):
+        raise SystemExit("these records do not say which bars their run used, and there is no run.json to tell")
+    config = SelfRAGConfig.paper() if run.get("paper") else SelfRAGConfig()
+    settings = run_settings(calibrated_config(config, SimpleNamespace(model_path=run.get("judge") or run["model"])))
+    return [{**settings, **r} for r in records]
+
+
+def reindex_ranks(records: Sequence[Mapping[str, Any]], run: Mapping[str, Any], data: Path | None) -> list[dict[str, Any]]:
+    """Gold ranks for answerable records written without them: each kind's documents indexed again as
+    the run indexed them (``run.json``'s chunking, the same embeddings), each question searched for the
+    top ``STORE_DEPTH``. A record whose trace this search does not reproduce (a passage read from
+    another file than the hit at its place) gets none and says so (``ranks_from``)."""
+    from langchain_selfrag.retrieval import open_store
+
+    out = [dict(r) for r in records]
+    todo = [i for i, r in enumerate(out) if r["part"] == "answerable" and not has_ranks(r)]
+    for kind in in_kind_order({out[i]["kind"] for i in todo}):
+        split = next(out[i]["split"] for i in todo if out[i]["kind"] == kind)
+        docs, _ = _kind_questions(kind, split, data, run.get("n_squad") or 0, run.get("seed") or 0, 0,
+                                  run.get("squad_holdout_articles") or ())
+        with tempfile.TemporaryDirectory() as tmp:
+            store = open_store(index_folder(docs, Path(tmp), index_options(run.get("chunk_size"), run.get("chunk_overlap"))))
+            for i in (i for i in todo if out[i]["kind"] == kind):
+                hits = store.similarity_search(out[i]["question"], k=STORE_DEPTH)
+                ranks = reindexed_ranks(out[i], [(source_of(d), d.page_content) for d in hits])
+                out[i].update({**ranks, "ranks_from": "reindex"} if ranks else {"ranks_from": "reindex did not reproduce the run"})
+    return out
+
+
 def read_records(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
@@ -492,11 +537,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--kinds", default=",".join(KINDS), help="comma-separated subset of " + ", ".join(KINDS))
     ap.add_argument("--out", required=True, help="folder for records.jsonl, summary.json and risk_coverage.png")
     ap.add_argument("--model", help="model file, or a bundled model's name (default: the bundled model)")
-    ap.add_argument("--reader", help="a chat model (file or base name) that writes the answers, the model "
-                    "critiquing them (langchain_selfrag.lm.reader)")
-    ap.add_argument("--judge", help="with --reader: a chat model (file or base name) or a relevance head's .json "
-                    "whose IsRel replaces the "
-                    "model's (langchain_selfrag.lm.judge); a fitted calibration is the judge's")
+    add_removed_flags(ap)
     add_chat_model_flags(ap)
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data"),
                     help="folder with squad2_dev_half.json (the squad kind's test part)")
@@ -519,13 +560,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--chunk-overlap", type=int, help="selfrag index --chunk-overlap (default: the command's)")
     ap.add_argument("--confidence", choices=sorted(CONFIDENCES), default="chain")
     ap.add_argument("--summarize-only", action="store_true", help="recompute the summary from records.jsonl")
+    ap.add_argument("--reindex-ranks", action="store_true",
+                    help="records written without gold ranks get them from each kind's documents indexed again "
+                    "as the run did (the loss table's retrieval columns; benchmarks/trust_loss.py)")
+    ap.add_argument("--rescore-bars", type=bar_pair, metavar="ISREL,ISSUP",
+                    help="the summary and loss table had the runs used these abstention bars, re-scored from the "
+                    "records without the model; written to OUT/summary-at-ISREL-ISSUP.json")
     ap.add_argument("--json", help="also write the summary with machine and settings here (benchmarks/record.py), "
                          "and the risk-coverage plot beside it (.png)")
     ap.add_argument("--fit-calibration", metavar="FILE",
                     help="validation part only: choose the model's abstention bars on these runs and write them here")
     args = ap.parse_args(argv)
-    if args.judge and not args.reader:
-        ap.error("--judge judges the answers of a --reader: give one")
     index_options(args.chunk_size, args.chunk_overlap)  # a bad value fails before anything runs
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -551,18 +596,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             model = model_path(args.model)  # a file, or a bundled model's or base's name
             lm = load_reflection_lm(model, **options)
-        reader = model_path(args.reader) if args.reader else None
-        judge = model_path(args.judge) if args.judge else None  # a head's .json stays a path
-        if args.reader:
-            from langchain_selfrag.graph.context import load_judge
-            from langchain_selfrag.lm.reader import ReaderCriticLM
-
-            reader_lm = load_reflection_lm(reader, **options)
-            judge_of = load_judge(judge, load=lambda path, **o: reader_lm if path == reader else load_reflection_lm(path, **o),
-                                  **options) if judge else None
-            lm = ReaderCriticLM(lm, reader_lm, judge=judge_of)
-        (out / "run.json").write_text(json.dumps({"model": model, "reader": reader, "judge": judge,
-                                                  "split": args.split,
+        (out / "run.json").write_text(json.dumps({"model": model, "split": args.split,
                                                   "paper": args.paper,
                                                   "n_squad": args.n_squad,
                                                   "n_squad_unanswerable": args.n_squad_unanswerable, "seed": args.seed,
@@ -574,22 +608,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         for kind in kinds:
             run_kind(kind, args.split, args, lm, records_file, done)
     records = [r for r in read_records(records_file) if r["split"] == args.split and r["kind"] in kinds]
-    summary = summarize(records, confidence=args.confidence)
-    summary["seconds"] = round(time.time() - start, 1)
     run = json.loads((out / "run.json").read_text()) if (out / "run.json").is_file() else {}
+    scored = with_run_settings(records, run)
+    if args.reindex_ranks:
+        scored = reindex_ranks(scored, run, Path(args.data) if args.data else None)
+    suffix = ""
+    if args.rescore_bars:
+        scored = [rescored(r, *args.rescore_bars) for r in scored]
+        suffix = "-at-{:g}-{:g}".format(*args.rescore_bars)
+    summary = summarize(scored, confidence=args.confidence)
+    if args.rescore_bars:
+        summary["rescored_at"] = dict(zip(("abstain_isrel", "abstain_issup"), args.rescore_bars))
+    summary["seconds"] = round(time.time() - start, 1)
     if run:
         summary["model"] = Path(run["model"]).name
-    if run.get("reader"):
-        summary["reader"] = Path(run["reader"]).name
-    if run.get("judge"):
-        summary["judge"] = Path(run["judge"]).name
-    if args.fit_calibration:  # the bars of a run with a judge are the judge's (ReaderCriticLM.model_path)
-        bars = fit_calibration(records, summary.get("judge") or summary["model"], Path(args.fit_calibration), run.get("answer_form")).bars
+    if args.fit_calibration:
+        bars = fit_calibration(records, summary["model"], Path(args.fit_calibration), run.get("answer_form")).bars
         summary["at_fitted_bars"] = {**bars, "kinds": parts_at(records, bars["abstain_isrel"], bars["abstain_issup"])}
-    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (out / f"summary{suffix}.json").write_text(json.dumps(summary, indent=1) + "\n")
     title = f"trust suite, {args.split} part: risk-coverage by kind of text (confidence: {args.confidence})"
     curves = {k: v["selective"] for k, v in summary["kinds"].items()}
-    plot_risk_coverage(curves, out / "risk_coverage.png", title)
+    plot_risk_coverage(curves, out / f"risk_coverage{suffix}.png", title)
     if args.json:  # the plot ships beside the results file
         plot_risk_coverage(curves, Path(args.json).with_suffix(".png"), title)
     for kind, entry in summary["kinds"].items():
@@ -600,15 +639,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         separation = ", ".join(f"{p} {v['auc']:.2f}" for p, v in entry["relevance_separation"].items())
         print(f"{kind:9s} {parts} ({ceilings})  | coverage {fmt(sel['coverage'])} sel.acc {fmt(sel['selective_accuracy'])} "
               f"F1_RG {fmt(sel['f1_rg'])} AURC {fmt(sel['aurc'])} | best-IsRel AUC against {separation}")
+    rescore = " (re-scored at IsRel >= {abstain_isrel:g}, IsSup >= {abstain_issup:g})".format(**summary["rescored_at"]) \
+        if args.rescore_bars else ""
+    print(f"\nwhere each answer is lost{rescore} (benchmarks/trust_loss.py):")
+    print("\n".join(format_loss_table(summary["loss"])))
     if args.json:
         bench.write(args.json, vars(args), summary)
     if args.fit_calibration:
         fitted = summary["at_fitted_bars"]
-        print(f"calibration of {summary.get('judge') or summary['model']} written to {args.fit_calibration}: IsRel {fitted['abstain_isrel']}, "
+        print(f"calibration of {summary['model']} written to {args.fit_calibration}: IsRel {fitted['abstain_isrel']}, "
               f"IsSup {fitted['abstain_issup']}, which would give")
         for kind, parts in fitted["kinds"].items():
             print(f"{kind:9s} " + "  ".join(f"{p} {v['right']}/{v['n']}" for p, v in parts.items()))
     return 0
+
+
+def bar_pair(value: str) -> tuple[float, float]:
+    """``ISREL,ISSUP``: two abstention bars in [0, 1]."""
+    try:
+        isrel, issup = (float(v) for v in value.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected two bars ISREL,ISSUP (e.g. 0.7,0.25), not {value!r}") from None
+    if not (0.0 <= isrel <= 1.0 and 0.0 <= issup <= 1.0):
+        raise argparse.ArgumentTypeError(f"bars lie in [0, 1], not {value!r}")
+    return isrel, issup
 
 
 def fmt(fig: Mapping[str, Any]) -> str:

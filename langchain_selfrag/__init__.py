@@ -15,7 +15,7 @@ except metadata.PackageNotFoundError:  # a checkout on sys.path that was never i
 
 _LAZY = {
     "SelfRAGChain": "langchain_selfrag.chain",
-    "ChatSelfRAG": "langchain_selfrag.chat_model",
+    "ChatSelfRAG": "langchain_selfrag.chat_models",
     "SelfRAGConfig": "langchain_selfrag.config",
     "load_reflection_lm": "langchain_selfrag.lm",
     "ReflectionLM": "langchain_selfrag.lm",

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .config import PAPER_SETTINGS, ConfigError, SelfRAGConfig
-from .config_flags import add_chat_model_flags, add_config_flags, config_settings
+from .config_flags import add_chat_model_flags, add_config_flags, add_removed_flags, config_settings
 from .errors import SelfRAGError
 from .quiet import quiet_llama_cpp, silence_third_party
 
@@ -106,11 +106,13 @@ def format_result(out: dict[str, Any]) -> str:
             lines.append(f" round {t['round']} ({t['source']}): {t['query']!r} -> {len(t['passages'])} passage(s), "
                          f"best IsRel {_fmt(t['best_isrel']).strip()}" + (f" ({t['note']})" if t.get("note") else ""))
             continue
-        flag = "selected" if t["selected"] else ("dropped" if t["dropped"] else "")
+        written = bool((t.get("text") or "").strip()) or t["selected"]  # an answer never written has no score
+        flag = "selected" if t["selected"] else ("dropped" if t["dropped"] else "" if written else "no answer written")
         passage = "-" if t["passage"] is None else str(t["passage"])
         source = _passage_source(passages, t["passage"])
+        seq_prob, score = (f"{t['seq_prob']:5.2f}", f"{t['score']:5.2f}") if written else ("    -", "    -")
         lines.append((f" {i:>4}  {t.get('depth', 0):>5}  {passage:>7}   {_fmt(t['isrel'])}   {_fmt(t['issup'])}"
-                      f"   {_fmt(t['isuse'])}  {t['seq_prob']:5.2f}  {t['score']:5.2f}  {source}"
+                      f"   {_fmt(t['isuse'])}  {seq_prob}  {score}  {source}"
                       + (f"  {flag}" if flag else "")).rstrip())
     if out.get("approximate"):
         lines.append(f"Note: the model's reflection probabilities are approximate: {out.get('approximate_reason')}")
@@ -190,14 +192,11 @@ def _store_given(args: argparse.Namespace) -> bool:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     from .chain import SelfRAGChain
-    from .graph.context import chat_lm, default_lm, default_pair, model_path
+    from .graph.context import chat_lm, default_lm, model_path
     from .retrieval import open_store
 
-    if args.judge and not args.reader:
-        print("selfrag: error: --judge judges the answers of a --reader: give one", file=sys.stderr)
-        return 2
-    if args.chat_model and (args.model or args.reader):
-        print("selfrag: error: --chat-model replaces --model and --reader: give one of them", file=sys.stderr)
+    if args.chat_model and args.model:
+        print("selfrag: error: --chat-model replaces --model: give one of them", file=sys.stderr)
         return 2
     config = SelfRAGConfig.from_mapping(_settings(args))
     # Restraint judges a no-retrieval answer against passages of the store when there is one.
@@ -209,7 +208,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if args.chat_model:
         lm = chat_lm(args.chat_model, args.base_url)
     else:
-        lm = default_pair(model, args.reader, args.judge) if args.reader else default_lm(model)
+        lm = default_lm(model)
     fallback = open_store(args.fallback_store) if args.fallback_store else None
     chain = SelfRAGChain(lm, store, config, fallback_retriever=fallback)
     question: dict[str, Any] = {"question": args.question}
@@ -279,11 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_ask.add_argument("--model", help="Self-RAG GGUF file, HF model folder, hub id, server URL or the name of a "
                        f"bundled model ({_shipped_models()}; default: the bundled default) "
                        "or of an untrained base (smollm2-135m-instruct, qwen2.5-coder-0.5b-instruct)")
-    p_ask.add_argument("--reader", help="a chat model (file or base name, e.g. qwen2.5-coder-0.5b-instruct) that "
-                       "writes the answers, the model judging them (ReaderCriticLM, docs/models.md)")
-    p_ask.add_argument("--judge", help="with --reader: a chat model (file or base name, e.g. "
-                       "qwen2.5-coder-1.5b-instruct) asked whether each passage states the answer; its IsRel "
-                       "replaces the model's; or a relevance head's .json fitted on such a model (RelevanceJudge, docs/models.md)")
+    add_removed_flags(p_ask)
     add_chat_model_flags(p_ask)
     p_ask.add_argument("--json", action="store_true", help="print one JSON object")
     p_ask.add_argument("--verbose", action="store_true",

@@ -81,3 +81,25 @@ def add_chat_model_flags(parser: argparse.ArgumentParser | argparse._ArgumentGro
     parser.add_argument("--base-url", metavar="URL",
                         help="with --chat-model: the server it talks to (an OpenAI-compatible /v1 of vLLM, "
                              "llama.cpp's server or Ollama)")
+
+
+#: The flags of the three-model opt-in (a separate reader writing the answers, a relevance judge),
+#: removed in 0.1, and what replaced them.
+REMOVED_FLAGS = {
+    "--reader": "--reader was removed in langchain-selfrag 0.1 (ReaderCriticLM is retired): the model writes its "
+                "own answers; a separate writer is ChatReflectionLM(model, writer=...) in Python (docs/chat-models.md)",
+    "--judge": "--judge was removed in langchain-selfrag 0.1 (RelevanceJudge is retired): the model asks the IsRel "
+               "question itself; for a chat model's judgement use --chat-model (docs/chat-models.md)",
+}
+
+
+class _RemovedFlag(argparse.Action):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        parser.error(REMOVED_FLAGS[self.option_strings[0]])
+
+
+def add_removed_flags(parser: argparse.ArgumentParser) -> None:
+    """``--reader`` and ``--judge``, hidden: given, they stop the command with one error saying what replaced them."""
+    for flag in REMOVED_FLAGS:
+        parser.add_argument(flag, action=_RemovedFlag, help=argparse.SUPPRESS)

@@ -9,7 +9,7 @@ its backend lays each prompt out that way just before tokenizing, so nothing ups
 ``paper``             the paper's prompt, byte for byte (every model without a record)
 ``chatml``            Qwen2.5's chat layout (ChatML): the question and the last retrieved passage
                       in the user's turn, in the words of
-                      :class:`~langchain_selfrag.lm.chat_questions.ReflectionQuestions`' answer
+                      :class:`~langchain_selfrag.questions.ReflectionQuestions`' answer
                       request; the reflection tokens and the answer in the assistant's turn
 ``chatml-questions``  ChatML, one question per reflection group: each group is asked in the
                       user's turn with ``ReflectionQuestions``' words and read as the group's
@@ -32,9 +32,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import tokens as T
-from .errors import SelfRAGError
 from .chatml import chat_safe, chatml
-from .prompts import PROMPT_NO_INPUT
+from .errors import SelfRAGError
+from .prompts import EVIDENCE_OPEN, PromptFormatError, parse_prompt
+from .questions import INSTRUCTION_FIRST_WITH_PASSAGE, ReflectionQuestions
 
 #: The GGUF metadata key that holds a model's layout name.
 GGUF_KEY = "selfrag.prompt_layout"
@@ -44,9 +45,6 @@ CONFIG_KEY = "selfrag_prompt_layout"
 PAPER = "paper"
 CHATML = "chatml"
 CHATML_QUESTIONS = "chatml-questions"
-
-_HEAD, _RESPONSE = PROMPT_NO_INPUT.split("{instruction}")
-_EVIDENCE_OPEN = T.RETRIEVAL + T.PARAGRAPH_START
 
 
 class PromptLayoutError(SelfRAGError, ValueError):
@@ -71,19 +69,19 @@ def split_prompt(prompt: str) -> SelfRAGPrompt:
     taken out of it, the last one becoming the passage. Raises :class:`PromptLayoutError` for text
     that is not a Self-RAG prompt.
     """
-    if not prompt.startswith(_HEAD) or _RESPONSE not in prompt:
-        raise PromptLayoutError(f"not a Self-RAG prompt (### Instruction: ... ### Response:): {prompt[:60]!r}")
-    instruction, rest = prompt[len(_HEAD):].split(_RESPONSE, 1)
-    parts, title, passage, pos = [], None, None, 0
-    while (at := rest.find(_EVIDENCE_OPEN, pos)) >= 0:
-        end = rest.find(T.PARAGRAPH_END, at)
-        if end < 0:
-            break
-        parts.append(rest[pos:at])
-        title, _, passage = rest[at + len(_EVIDENCE_OPEN) : end].partition("\n")
-        pos = end + len(T.PARAGRAPH_END)
-    parts.append(rest[pos:])
-    return SelfRAGPrompt(instruction, "".join(parts), title or None, passage)
+    try:
+        parsed = parse_prompt(prompt)
+    except PromptFormatError as exc:
+        raise PromptLayoutError(str(exc)) from None
+    if not parsed.evidence:
+        return SelfRAGPrompt(parsed.instruction, parsed.response)
+    kept, pos = [], 0
+    for block in parsed.evidence:
+        kept.append(parsed.response[pos : block.start])
+        pos = block.end
+    kept.append(parsed.response[pos:])
+    last = parsed.evidence[-1]
+    return SelfRAGPrompt(parsed.instruction, "".join(kept), last.title, last.passage)
 
 
 @dataclass(frozen=True)
@@ -135,7 +133,7 @@ class PromptLayout:
             return [{"prompt": prompt, "output": output, "no_loss_spans": spans, "eos": True}]
         examples, context, pos = [], prompt, 0
         while True:
-            at = output.find(_EVIDENCE_OPEN, pos)
+            at = output.find(EVIDENCE_OPEN, pos)
             end = output.find(T.PARAGRAPH_END, at) if at >= 0 else -1
             if at < 0 or end < 0:
                 examples.append(self._example(context, output, pos, len(output), spans, eos=True))
@@ -155,8 +153,6 @@ PAPER_LAYOUT = PromptLayout(PAPER)
 
 
 def _chatml() -> PromptLayout:
-    from .lm.chat_questions import INSTRUCTION_FIRST_WITH_PASSAGE, ReflectionQuestions
-
     questions = ReflectionQuestions()
     return PromptLayout(CHATML, system=questions.system, with_passage=INSTRUCTION_FIRST_WITH_PASSAGE,
                         without_passage=questions.answer_without_passage)

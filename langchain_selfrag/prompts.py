@@ -7,7 +7,9 @@ in training, so they are not templated through LangChain prompt classes.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
+from .errors import SelfRAGError
 from .tokens import FULLY_SUPPORTED, NO_RETRIEVAL, PARAGRAPH_END, PARAGRAPH_START, RELEVANT, RETRIEVAL, Kind, neutralise
 
 PROMPT_NO_INPUT = "### Instruction:\n{instruction}\n\n### Response:\n"
@@ -87,3 +89,50 @@ def critique_positions(question: str, title: str | None, passage: str, answer: s
     evidence = with_evidence(asked, title, passage)
     answered = evidence + RELEVANT + answer
     return {Kind.RETRIEVE: asked, Kind.ISREL: evidence, Kind.ISSUP: answered, Kind.ISUSE: answered + FULLY_SUPPORTED}
+
+
+# -- reading a Self-RAG prompt back: the one parser -------------------------------------------------
+_HEAD, _RESPONSE = PROMPT_NO_INPUT.split("{instruction}")
+#: What opens an evidence block of a response.
+EVIDENCE_OPEN = RETRIEVAL + PARAGRAPH_START
+
+
+class PromptFormatError(SelfRAGError, ValueError):
+    """Text that is not a Self-RAG inference prompt (``### Instruction: ... ### Response:``)."""
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One ``[Retrieval]<paragraph>title\\npassage</paragraph>`` block of a response: where it starts and
+    ends in the response, its title (None when empty) and its passage."""
+
+    start: int
+    end: int
+    title: str | None
+    passage: str
+
+
+@dataclass(frozen=True)
+class ParsedPrompt:
+    """A Self-RAG inference prompt (:func:`format_prompt` plus the response so far) in parts: the
+    instruction, the response (reflection tokens and evidence kept) and its complete evidence blocks."""
+
+    instruction: str
+    response: str
+    evidence: tuple[Evidence, ...]
+
+
+def parse_prompt(prompt: str) -> ParsedPrompt:
+    """The parts of a Self-RAG inference prompt; :class:`PromptFormatError` for other text."""
+    if not prompt.startswith(_HEAD) or _RESPONSE not in prompt:
+        raise PromptFormatError(f"not a Self-RAG prompt (### Instruction: ... ### Response:): {prompt[:60]!r}")
+    instruction, response = prompt[len(_HEAD):].split(_RESPONSE, 1)
+    blocks, pos = [], 0
+    while (at := response.find(EVIDENCE_OPEN, pos)) >= 0:
+        end = response.find(PARAGRAPH_END, at)
+        if end < 0:
+            break
+        title, _, passage = response[at + len(EVIDENCE_OPEN) : end].partition("\n")
+        pos = end + len(PARAGRAPH_END)
+        blocks.append(Evidence(at, pos, title or None, passage))
+    return ParsedPrompt(instruction, response, tuple(blocks))

@@ -112,10 +112,9 @@ def retrieve_questions(rows: Iterable[Mapping], n: int, *, seed: int = 0) -> lis
 def retrieve_prompt(turn) -> str:
     """The Retrieve question about ``turn`` as the ``chatml-questions`` layout asks it, rendered in the chat layout."""
     from langchain_selfrag import tokens as T
-    from langchain_selfrag.lm.chat import ChatPrompt
-    from langchain_selfrag.lm.chat_questions import ReflectionQuestions
+    from langchain_selfrag.questions import ReflectionQuestions, in_chatml
 
-    return ChatPrompt().chat(*ReflectionQuestions().ask(T.Kind.RETRIEVE, turn), "")
+    return in_chatml(ReflectionQuestions().ask(T.Kind.RETRIEVE, turn))
 
 
 def fit_retrieve(states, train_file: str, out: Path, n: int, *, seed: int,
@@ -195,14 +194,12 @@ def train_question_head(base_model: str, train_file: str | None, output_dir: str
     from langchain_selfrag import tokens as T
     from langchain_selfrag.bundled.bases import is_base_name
     from langchain_selfrag.graph.context import model_path
-    from langchain_selfrag.lm.chat_questions import ReflectionQuestions
-    from langchain_selfrag.lm.llamacpp.hidden import LlamaCppHiddenStates
-    from langchain_selfrag.lm.relevance_head import RelevanceHead
     from langchain_selfrag.prompt_layouts import CHATML_QUESTIONS, CONFIG_KEY
+    from langchain_selfrag.questions import ReflectionQuestions
 
-    from langchain_selfrag.lm.judge import JudgePrompt
-
-    from .relevance_head import load_features, train_relevance_head
+    from .core.hidden_states import LlamaCppHiddenStates
+    from .core.relevance_head import RelevanceHead
+    from .relevance_head import isrel_prompt, load_features, train_relevance_head
 
     started = time.monotonic()
     out = Path(output_dir)
@@ -212,7 +209,7 @@ def train_question_head(base_model: str, train_file: str | None, output_dir: str
         report = train_relevance_head(base_model, train_file, str(out), limit=limit, seed=seed, threads=threads)
         head = RelevanceHead.load(out / "relevance_head.json")
         pairs = [json.loads(line) for line in (out / "pairs.jsonl").read_text(encoding="utf-8").splitlines()]
-        h = load_features(out / "features", JudgePrompt(), pairs)
+        h = load_features(out / "features", isrel_prompt, pairs)
         unit, projection = shared_direction(h)
         labels = np.array([p["label"] for p in pairs])
         fitted = {"folded": without_bias(h, labels, head.weights, head.bias, unit), "head": head, "h": h,

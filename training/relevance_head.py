@@ -1,9 +1,10 @@
-"""Relevance head: teach a frozen chat model's judge when a passage states the answer.
+"""Relevance head: teach a frozen chat model when a passage states the answer.
 
-:class:`~langchain_selfrag.lm.judge.RelevanceJudge` asks an untrained chat model "Does the passage
-state the answer to the question?" and reads its ``Yes`` share. Untrained, Qwen2.5-Coder-1.5B says Yes
-to many of SQuAD 2.0's unanswerable questions, which swap one name or date of a question the passage
-does answer. Here the model stays frozen: its final hidden state at the judge prompt's last token
+A chat model asked the IsRel question ("Does the passage state the answer to the question?",
+:class:`~langchain_selfrag.questions.ReflectionQuestions`) gives its ``Yes`` share as IsRel. Untrained,
+Qwen2.5-Coder-1.5B says Yes to many of SQuAD 2.0's unanswerable questions, which swap one name or date
+of a question the passage does answer. Here the model stays frozen: its final hidden state at the
+question's last token
 (the vector its ``Yes`` and ``No`` logits are read from) is computed once per labelled
 (question, passage) pair, and a logistic head is fitted to it, starting from the untrained judge's own
 direction (``Yes`` row minus ``No`` row), which stays unpenalised. The pairs are the IsRel labels of a
@@ -32,9 +33,11 @@ from pathlib import Path
 
 import numpy as np
 
-from langchain_selfrag.lm.relevance_head import RelevanceHead
+from langchain_selfrag import tokens as T
+from langchain_selfrag.questions import ReflectionQuestions, Turn, in_chatml
 
 from .core.config import TrainingError
+from .core.relevance_head import RelevanceHead
 
 _EVIDENCE = re.compile(r"\[Retrieval\]<paragraph>(.*?)</paragraph>(\[Relevant\]|\[Irrelevant\])", re.S)
 
@@ -85,11 +88,26 @@ def cached_features(folder: Path) -> dict[str, np.ndarray]:
     return rows
 
 
-def pair_prompts(prompt, pairs: Sequence[Mapping]) -> list[str]:
-    """The judge prompt of each (question, title, passage) pair."""
-    from langchain_selfrag.lm.chat import ReaderTurn
+def pair_turn(pair: Mapping) -> Turn:
+    """The turn a labelled (question, title, passage) pair asks about: nothing written yet."""
+    return Turn(pair["question"], "", pair.get("title") or None, pair["passage"])
 
-    return [prompt(ReaderTurn(p["question"], "", p["title"] or None, p["passage"])) for p in pairs]
+
+def isrel_prompt(turn: Turn, questions: ReflectionQuestions | None = None) -> str:
+    """The IsRel question about ``turn`` in ChatML, byte for byte as a chat model of this package's backends
+    (``selfrag-qwen2.5-coder-1.5b`` among them) is asked it."""
+    return in_chatml((questions or ReflectionQuestions()).ask(T.Kind.ISREL, turn))
+
+
+def isrel_words(questions: ReflectionQuestions) -> tuple[str, str]:
+    """The words that answer the IsRel question: (relevant, irrelevant)."""
+    by_token = {tok: word for word, tok in questions.answer_words[T.Kind.ISREL].items()}
+    return by_token[T.RELEVANT], by_token[T.IRRELEVANT]
+
+
+def pair_prompts(prompt, pairs: Sequence[Mapping]) -> list[str]:
+    """The prompt (``prompt(turn)``: :func:`isrel_prompt`, say) of each (question, title, passage) pair."""
+    return [prompt(pair_turn(p)) for p in pairs]
 
 
 def extract(states, prompt, pairs: Sequence[Mapping], folder: Path, *, chunk: int = 50) -> np.ndarray:
@@ -250,10 +268,10 @@ def train_relevance_head(judge_model: str, train_file: str, output_dir: str, *, 
     """Extract (or resume), fit and write ``relevance_head.json`` under ``output_dir``; returns its report."""
     from langchain_selfrag.graph.context import model_path
     from langchain_selfrag.jsonl import iter_jsonl
-    from langchain_selfrag.lm.judge import JudgePrompt
-    from langchain_selfrag.lm.llamacpp.hidden import LlamaCppHiddenStates
     from langchain_selfrag.bundled.bases import is_base_name
     from langchain_selfrag.bundled.parts import file_sha256
+
+    from .core.hidden_states import LlamaCppHiddenStates
 
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -262,14 +280,15 @@ def train_relevance_head(judge_model: str, train_file: str, output_dir: str, *, 
     if not pairs:
         raise TrainingError(f"{train_file} holds no [Retrieval]<paragraph>...</paragraph>[Relevant|Irrelevant] labels")
     (out / "pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs), encoding="utf-8")
-    prompt = JudgePrompt()
+    questions = ReflectionQuestions()
     states = LlamaCppHiddenStates(path, n_threads=threads)
-    h = extract(states, prompt, pairs, out / "features")
+    h = extract(states, isrel_prompt, pairs, out / "features")
     if extract_only:
         return {"pairs": len(pairs)}
-    yes_id, no_id = (states.tokenize(w, add_bos=False) for w in (prompt.yes, prompt.no))
+    yes, no = isrel_words(questions)
+    yes_id, no_id = (states.tokenize(w, add_bos=False) for w in (yes, no))
     if len(yes_id) != 1 or len(no_id) != 1:
-        raise TrainingError(f"{prompt.yes!r} / {prompt.no!r} are not single tokens of {path.name}")
+        raise TrainingError(f"{yes!r} / {no!r} are not single tokens of {path.name}")
     direction = answer_direction(path, yes_id[0], no_id[0])
     labels = np.array([p["label"] for p in pairs])
     weights, bias, report = fit_head(h, labels, [p["question"] for p in pairs], direction, seed=seed)
@@ -278,7 +297,7 @@ def train_relevance_head(judge_model: str, train_file: str, output_dir: str, *, 
     report.update(pairs=len(pairs), variants=dict(Counter(p["variant"] for p in pairs)),
                   relevant=int(labels.sum()), train_file=str(train_file))
     head = RelevanceHead(weights=weights.astype(np.float32), bias=bias, model_sha256=file_sha256(path),
-                         model_name=judge_model if is_base_name(judge_model) else str(path.resolve()), ask=prompt.ask, system=prompt.system, report=report)
+                         model_name=judge_model if is_base_name(judge_model) else str(path.resolve()), ask=questions.isrel, system=questions.system, report=report)
     head.save(out / "relevance_head.json")
     return report
 

@@ -42,7 +42,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from tqdm import tqdm
@@ -61,6 +60,7 @@ from training.core.text import contains_answer
 from training.selfrag.bm25 import BM25Retriever
 from training.selfrag.labels import Case, GoldLabeller
 from training.selfrag.qa_data import Passage, QAItem, instruction_text, load_squad
+from training.selfrag.retrievers import BM25DocumentRetriever, dense_store, passage_document
 
 from .build_data import MAX_PASSAGE_CHARS, instruction_tasks
 from .card.figures import acceptance
@@ -73,35 +73,11 @@ PROBE_THRESHOLD = 0.2
 
 
 # -- retrieval ------------------------------------------------------------------------------------
-def passage_document(p: Passage) -> Document:
-    """A LangChain Document for a SQuAD passage; ``metadata["id"]`` identifies gold passages."""
-    return Document(page_content=p.text, metadata={"id": p.id, "title": p.title, "article": p.article})
-
-
-class BM25DocumentRetriever(BaseRetriever):
-    """``training.selfrag.bm25.BM25Retriever`` as a LangChain retriever (``k`` is set per call by the chain)."""
-
-    bm25: Any
-    k: int = 5
-
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        return [passage_document(p) for p in self.bm25(query, self.k)]
-
-
 #: ``--retrieval`` choices, the default first. Hybrid finds more gold passages (top 5 on the
 #: training articles' 2,240 answerable questions: BM25 0.885, MiniLM 0.864, hybrid 0.925; see
 #: ``benchmarks/retrieval_recall.py``), but the bundled model did not answer better with it
 #: (2026-11-22, v4: the semantic near-misses it adds draw the model's picks), so BM25 stays the default.
 RETRIEVALS = ("bm25", "hybrid")
-
-
-def dense_store(passages: Sequence[Passage], directory: Path) -> Any:
-    """The MiniLM Chroma store of ``passages`` that ``selfrag eval`` pools (built once under ``directory``)."""
-    from langchain_selfrag.evaluation.qa.data import Passage
-    from langchain_selfrag.evaluation.qa.retrieval import pooled_store
-    from langchain_selfrag.retrieval import default_embeddings
-
-    return pooled_store([Passage(p.title, p.text, p.id) for p in passages], directory, default_embeddings())
 
 
 def build_retriever(kind: str, bm25: Any, passages: Sequence[Passage], store_dir: Path) -> BaseRetriever:

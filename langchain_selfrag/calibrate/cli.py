@@ -2,7 +2,7 @@
 
     selfrag calibrate --store .selfrag/store                      # questions generated from the store
     selfrag calibrate --store .selfrag/store --questions mine.jsonl --model my-selfrag.gguf
-    selfrag calibrate --reader qwen2.5-coder-0.5b-instruct --judge qwen2.5-coder-1.5b-instruct
+    selfrag calibrate --chat-model openai:qwen --base-url http://127.0.0.1:8080/v1
 
 Labelled questions come from ``--questions`` (JSONL rows ``{question, kind?, answers?, source?}``) or
 are generated from the store's own documents (:func:`.questions.questions_from_documents`). Each is
@@ -49,7 +49,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from ..abstention import calibrated_config, sidecar_path
     from ..chain import SelfRAGChain
     from ..config import SelfRAGConfig
-    from ..graph.context import chat_lm, default_lm, default_pair, model_path
+    from ..graph.context import chat_lm, default_lm, model_path
     from ..jsonl import iter_jsonl
     from ..retrieval import open_store
     from .fit import RULES, calibration, collect
@@ -57,10 +57,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     if args.rule not in RULES:
         raise CalibrateError(f"--rule must be one of {', '.join(RULES)}")
-    if args.judge and not args.reader:
-        raise CalibrateError("--judge judges the answers of a --reader: give one")
-    if args.chat_model and (args.model or args.reader):
-        raise CalibrateError("--chat-model replaces --model and --reader: give one of them")
+    if args.chat_model and args.model:
+        raise CalibrateError("--chat-model replaces --model: give one of them")
     store = open_store(args.store, chroma_url=args.chroma_url)
     if args.questions:
         try:
@@ -76,17 +74,16 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if not any(q.kind == "answerable" for q in questions):
         raise CalibrateError("no answerable question to calibrate on: give labelled ones with --questions FILE")
     chat = chat_lm(args.chat_model, args.base_url) if args.chat_model else None
-    critic = None if chat is not None else model_path(args.model)  # a chat model needs no Self-RAG model built
-    # the file whose calibration the chain reads (ReaderCriticLM.model_path): the judge's, when there is one;
-    # a chat model's name in the cache folder (ChatReflectionLM.model_path), where no file need be
-    model = str(chat.model_path) if chat is not None else model_path(args.judge) if args.judge else critic
+    # the file whose calibration the chain reads: the model's; a chat model's name in the cache folder
+    # (ChatReflectionLM.model_path), where no file need be (a chat model needs no Self-RAG model built)
+    model = str(chat.model_path) if chat is not None else model_path(args.model)
     out = Path(args.out) if args.out else sidecar_path(model)
     if not args.out and chat is None and not Path(model).is_file():
         raise CalibrateError(f"{model} is not a model file: say where to write the calibration with --out")
     print(f"calibrating {Path(model).name} on {len(questions)} questions "
           f"({', '.join(f'{k} {sum(q.kind == k for q in questions)}' for k in ('answerable', 'near_miss', 'off_topic'))})",
           file=sys.stderr)
-    lm = chat or (default_pair(critic, args.reader, args.judge) if args.reader else default_lm(critic))
+    lm = chat or default_lm(model)
     # the paper preset sets both bars, so a sidecar fitted for another file (about to be replaced) is no error
     form = args.answer_form or calibrated_config(SelfRAGConfig.paper(answer_form=None), lm).answer_form
     chain = SelfRAGChain(lm, store, SelfRAGConfig.paper(k=args.k, answer_form=form))
@@ -124,7 +121,7 @@ def format_calibration(cal: Any, path: Path) -> str:
 
 def register(sub: Any) -> None:
     """Add ``calibrate`` to the ``selfrag`` command's subparsers."""
-    from ..config_flags import add_chat_model_flags
+    from ..config_flags import add_chat_model_flags, add_removed_flags
     from ..retrieval import DEFAULT_STORE
 
     p = sub.add_parser("calibrate", help="fit the model's abstention bars on questions about the store's documents")
@@ -133,10 +130,7 @@ def register(sub: Any) -> None:
     group.add_argument("--chroma-url", metavar="URL", help="a Chroma server instead of a folder")
     p.add_argument("--model", help="Self-RAG GGUF file, HF folder, hub id or bundled model's name (default: the "
                                    "bundled model)")
-    p.add_argument("--reader", help="a chat model (file or base name) that writes the answers --model judges; "
-                                     "the pair is calibrated (see selfrag ask --reader)")
-    p.add_argument("--judge", help="with --reader: a chat model (file or base name) that judges relevance, or a "
-                                    "relevance head's .json; the bars are written beside that file (see selfrag ask --judge)")
+    add_removed_flags(p)
     add_chat_model_flags(p)
     p.add_argument("--questions", metavar="FILE",
                    help="labelled questions, JSONL {question, kind?, answers?, source?}; default: generated from the store")

@@ -21,9 +21,19 @@ from ..errors import ModelLoadError
 log = logging.getLogger(__name__)
 
 #: Extra context keys that are not SelfRAGConfig fields.
-CONTEXT_KEYS = ("lm", "retriever", "retriever_timeout", "max_question_chars", "model", "reader", "judge",
+CONTEXT_KEYS = ("lm", "retriever", "retriever_timeout", "max_question_chars", "model",
                 "chat_model", "base_url", "store",
                 "chroma_url", "claim_splitter", "claim_scorer", "rewrite", "fallback_retriever")
+
+#: What replaced the three-model keys (a separate reader writing the answers, a relevance judge), removed in 0.1.
+REMOVED_KEYS = {
+    "reader": "the context key 'reader' was removed in langchain-selfrag 0.1 (ReaderCriticLM is retired): the "
+              "model writes its own answers; for a separate writer give the context lm=ChatReflectionLM(model, "
+              "writer=...) (docs/chat-models.md)",
+    "judge": "the context key 'judge' was removed in langchain-selfrag 0.1 (RelevanceJudge is retired): the "
+             "model asks the IsRel question itself (langchain_selfrag.questions.ReflectionQuestions); for a chat "
+             "model's judgement give the context chat_model or lm=ChatReflectionLM(model) (docs/chat-models.md)",
+}
 
 
 @dataclass
@@ -65,10 +75,6 @@ class ServerContext(TypedDict, total=False):
     """Context as JSON (LangGraph server / ``langgraph dev``): SelfRAGConfig fields plus paths.
 
     ``model``: reflection LM path or hub id (default: ``$SELFRAG_MODEL`` or the bundled model);
-    ``reader``: a chat model (file or base name) that writes the answers ``model`` judges
-    (:class:`~langchain_selfrag.lm.reader.ReaderCriticLM`; default: none, ``model`` writes them);
-    ``judge``: with ``reader``, a chat model (file or base name) whose IsRel replaces ``model``'s
-    (:class:`~langchain_selfrag.lm.judge.RelevanceJudge`), or a relevance head's ``.json`` (:func:`load_judge`);
     ``chat_model``: instead of ``model``, a LangChain chat model by name (``openai:qwen``; :func:`chat_lm`)
     whose token log-probabilities give the reflection, on the server at ``base_url`` when given;
     ``store``: Chroma store folder (default: ``$SELFRAG_STORE`` or ``.selfrag/store``);
@@ -101,8 +107,6 @@ class ServerContext(TypedDict, total=False):
     retriever_timeout: float
     max_question_chars: int
     model: str
-    reader: str
-    judge: str
     chat_model: str
     base_url: str
     store: str
@@ -110,7 +114,11 @@ class ServerContext(TypedDict, total=False):
 
 
 def split_settings(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Split a mapping into (SelfRAGConfig fields, context extras); unknown keys stay in the first."""
+    """Split a mapping into (SelfRAGConfig fields, context extras); unknown keys stay in the first. A key
+    that was removed (:data:`REMOVED_KEYS`) raises a ValueError saying what replaced it."""
+    removed = [REMOVED_KEYS[k] for k in values if k in REMOVED_KEYS]
+    if removed:
+        raise ValueError("; ".join(removed))
     extras = {k: v for k, v in values.items() if k in CONTEXT_KEYS}
     config = {k: v for k, v in values.items() if k not in CONTEXT_KEYS}
     return config, extras
@@ -128,15 +136,12 @@ def resolve_context(value: Any) -> SelfRAGContext:
             **{k: v for k, v in extras.items() if k in known},
         )
         if ctx.lm is None:
-            reader, judge = extras.get("reader"), extras.get("judge")
-            if judge and not reader:
-                raise ValueError("the context's 'judge' judges the answers of a 'reader': give one")
             if extras.get("chat_model"):
-                if extras.get("model") or reader:
-                    raise ValueError("the context's 'chat_model' replaces 'model' and 'reader': give one of them")
+                if extras.get("model"):
+                    raise ValueError("the context's 'chat_model' replaces 'model': give one of them")
                 ctx.lm = chat_lm(extras["chat_model"], extras.get("base_url"))
             else:
-                ctx.lm = default_pair(extras.get("model"), reader, judge) if reader else default_lm(extras.get("model"))
+                ctx.lm = default_lm(extras.get("model"))
         if ctx.retriever is None:
             ctx.retriever = default_store(extras.get("store"), chroma_url=extras.get("chroma_url"))
         return _scheduled(with_model_bars(ctx))
@@ -229,27 +234,14 @@ def default_lm(model: str | None = None) -> Any:
 
 
 @_cached_until_closed
-def default_pair(model: str | None, reader: str, judge: str | None = None) -> Any:
-    """Load (once per pair) the reflection LM at ``model`` judging the answers of the chat model at
-    ``reader`` (:class:`~langchain_selfrag.lm.reader.ReaderCriticLM`), with the chat model at ``judge``
-    judging relevance when given (:class:`~langchain_selfrag.lm.judge.RelevanceJudge`); each as
-    :func:`default_lm` loads it (a judge that is the reader is loaded once). A pair closed since is
-    loaded again."""
-    from ..lm.reader import ReaderCriticLM
-
-    return ReaderCriticLM(default_lm(model), default_lm(reader),
-                          judge=load_judge(judge, load=lambda path, **_: default_lm(path)) if judge else None)
-
-
-@_cached_until_closed
 def chat_lm(spec: str, base_url: str | None = None) -> Any:
     """Load (once per name and server) the :class:`~langchain_selfrag.lm.chat_reflection.ChatReflectionLM`
-    over the LangChain chat model ``spec`` names (``provider:model``, :func:`~langchain_selfrag.lm.chat_models.init_chat`),
+    over the LangChain chat model ``spec`` names (``provider:model``, :func:`~langchain_selfrag.lm.transports.init_chat`),
     or over a local chat GGUF (a ``.gguf`` file or a base model's name, e.g. ``qwen2.5-coder-1.5b-instruct``,
     loaded as :func:`default_lm` loads it)."""
     from ..bundled.bases import is_base_name
     from ..lm import ChatReflectionLM, ReflectionLMError
-    from ..lm.chat_models import init_chat
+    from ..lm.transports import init_chat
 
     if is_base_name(spec) or spec.endswith(".gguf"):
         if base_url:
@@ -259,23 +251,6 @@ def chat_lm(spec: str, base_url: str | None = None) -> Any:
         return ChatReflectionLM(init_chat(spec, base_url))
     except (ReflectionLMError, TypeError, ValueError) as exc:
         raise ModelLoadError(f"could not load chat model {spec!r}: {exc}") from exc
-
-
-def load_judge(judge: str, *, load: Any = None, **options: Any) -> Any:
-    """The :class:`~langchain_selfrag.lm.judge.RelevanceJudge` that ``judge`` names: a relevance head's
-    ``.json`` file (on the model it was fitted on, by its name), else a chat model (a file or a base's
-    name) loaded by ``load`` (:func:`~langchain_selfrag.lm.load_reflection_lm`); ``options`` go to the model."""
-    from ..lm import ReflectionLMError, load_reflection_lm
-    from ..lm.judge import RelevanceJudge
-    from ..lm.relevance_head import RelevanceHead, RelevanceHeadError
-
-    try:
-        if judge.endswith(".json"):
-            head = RelevanceHead.load(judge)
-            return RelevanceJudge.from_head(judge, model_path(head.model_name), head=head, **options)
-        return RelevanceJudge((load or load_reflection_lm)(model_path(judge), **options))
-    except (RelevanceHeadError, ReflectionLMError, OSError) as exc:
-        raise ModelLoadError(f"could not load judge {judge!r}: {exc}") from exc
 
 
 def default_store(store: str | None = None, *, chroma_url: str | None = None) -> Any:

@@ -8,12 +8,14 @@
   transformers) and :mod:`.remote` (an OpenAI-compatible completions server);
 * :mod:`.scheduler`: one batching scheduler per loaded model;
 * :mod:`.chat_reflection`: :class:`ChatReflectionLM`, Self-RAG over any chat model (a LangChain
-  ``BaseChatModel`` or a local chat GGUF), each reflection group one question read from the reply's
-  token probabilities (:mod:`.chat_questions`, :mod:`.logprobs`, :mod:`.chat_transport`);
+  ``BaseChatModel`` or a local chat GGUF), each reflection group one question
+  (:mod:`langchain_selfrag.questions`) read from the reply's token probabilities (:mod:`.logprobs`),
+  put to the model through a transport (:mod:`.transports`);
   :mod:`.question_layout`: :class:`QuestionLayoutLM`, the same questions answered in reflection
-  tokens by a model that records the ``chatml-questions`` layout;
-* :mod:`.reader`: :class:`ReaderCriticLM`, a chat model writing the answers that a reflection model
-  critiques; :mod:`.judge`: :class:`RelevanceJudge`, a chat model judging relevance for it.
+  tokens by a model that records the ``chatml-questions`` layout (:func:`load_reflection_lm` returns one).
+
+``__all__`` holds what a user loads (:func:`load_reflection_lm`, :class:`ChatReflectionLM`) or implements
+(the protocol, its results and errors, :class:`ReflectionLMBase`).
 """
 
 from __future__ import annotations
@@ -23,13 +25,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .base import ReflectionLMBase
-from .protocol import Generation, ReflectionLM, ReflectionLMError, ReflectionPoint
-from .chat_questions import ReflectionQuestions
 from .chat_reflection import ChatReflectionLM
-from .chat_transport import ChatModelError, chat_model_of
-from .judge import JudgePrompt, RelevanceJudge
-from .question_layout import QuestionLayoutLM, read_in_its_layout
-from .reader import ReaderCriticLM
+from .protocol import Generation, ReflectionLM, ReflectionLMError, ReflectionPoint
+from .question_layout import read_in_its_layout
+from .transports import ChatModelError, chat_model_of
 
 Backend = Literal["auto", "llamacpp", "transformers", "openai"]
 
@@ -37,18 +36,11 @@ __all__ = [
     "ChatModelError",
     "ChatReflectionLM",
     "Generation",
-    "JudgePrompt",
-    "QuestionLayoutLM",
     "ReflectionLM",
     "ReflectionLMBase",
-    "ReaderCriticLM",
-    "RelevanceJudge",
     "ReflectionLMError",
     "ReflectionPoint",
-    "ReflectionQuestions",
-    "is_url",
     "load_reflection_lm",
-    "resolve_backend",
 ]
 
 
@@ -82,7 +74,8 @@ def load_reflection_lm(path_or_id: Any, backend: Backend = "auto", **options: An
     model (``ChatOpenAI(...)``, ``ChatOllama(...)``, any ``BaseChatModel``) becomes a
     :class:`ChatReflectionLM` that reads each reflection group from its token log-probabilities; the
     options go to it (``writer``, ``write_top``, ``max_concurrency``...). A model that records the
-    ``chatml-questions`` prompt layout comes back as a :class:`QuestionLayoutLM` over its backend.
+    ``chatml-questions`` prompt layout comes back as a
+    :class:`~langchain_selfrag.lm.question_layout.QuestionLayoutLM` over its backend.
     """
     if chat_model_of(path_or_id) is not None:
         return ChatReflectionLM(path_or_id, **options)

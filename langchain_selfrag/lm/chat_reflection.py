@@ -3,7 +3,7 @@
 A chat model with no Self-RAG training still knows whether a passage states an answer: asked in its own
 chat layout, the probability of ``Yes`` as its reply's first token is a usable IsRel (Qwen2.5-Coder-1.5B
 behind llama.cpp's server tells package-documentation questions a passage answers from near misses at AUC
-0.84). Each reflection group becomes one short question (:mod:`.chat_questions`) read the same way, and
+0.84). Each reflection group becomes one short question (:mod:`langchain_selfrag.questions`) read the same way, and
 the answer is written by the chat model with the passage in the user's turn::
 
     from langchain_openai import ChatOpenAI
@@ -30,26 +30,35 @@ from pathlib import Path
 from typing import Any
 
 from .. import tokens as T
-from .chat import ReaderTurn, split_critique_prompt, split_selfrag_prompt
-from .chat_questions import Conversation, ReflectionQuestions
-from .chat_transport import LangChainChat, LocalChat, Written, chat_model_of, model_name_of, server_of
+from ..prompts import PromptFormatError
+from ..questions import Conversation, ReflectionQuestions, Turn, critique_turn, turn_of
 from .protocol import Generation, ReflectionLMError, ReflectionPoint, TokenCallback
 from .scheduler import unwrap
+from .transports import BackendTransport, LangChainTransport, Written, chat_model_of, model_name_of, server_of
 
-__all__ = ["ChatReflectionLM", "chat_model_key"]
+__all__ = ["ChatReflectionLM", "chat_model_key", "read_turn"]
 
 
 def _best(probs: dict[str, float]) -> str:
     return max(probs, key=lambda tok: probs[tok])
 
 
-def _transport(model: Any, **options: Any) -> LangChainChat | LocalChat:
-    if isinstance(model, (LangChainChat, LocalChat)):
+def read_turn(prompt: str, *, critique: bool = False) -> Any:
+    """:func:`~langchain_selfrag.questions.turn_of` (``critique``: :func:`~langchain_selfrag.questions.critique_turn`)
+    of a prompt given to a reflection LM, a :class:`ReflectionLMError` for text that is not a Self-RAG prompt."""
+    try:
+        return critique_turn(prompt) if critique else turn_of(prompt)
+    except PromptFormatError as exc:
+        raise ReflectionLMError(f"a chat model's reflection LM takes Self-RAG prompts: {exc}") from None
+
+
+def _transport(model: Any, **options: Any) -> LangChainTransport | BackendTransport:
+    if isinstance(model, (LangChainTransport, BackendTransport)):
         return model
     if chat_model_of(model) is not None:
-        return LangChainChat(model, **options)
+        return LangChainTransport(model, **options)
     if callable(getattr(model, "candidate_probs", None)) and callable(getattr(model, "generate", None)):
-        return LocalChat(model)
+        return BackendTransport(model)
     raise TypeError(f"expected a LangChain chat model or a model of this package's backends, not {type(model).__name__}")
 
 
@@ -57,7 +66,7 @@ def chat_model_key(model: Any) -> str:
     """A file-name-safe name for a chat model: class, model name and a hash of its server
     (``ChatOpenAI-qwen-3f2a9c1d``), or ``local-<file name>`` for a model of this package's backends;
     calibration of the model asked this way is kept under it."""
-    if isinstance(model, LocalChat) or chat_model_of(model) is None and getattr(model, "model_path", None):
+    if isinstance(model, BackendTransport) or chat_model_of(model) is None and getattr(model, "model_path", None):
         return "local-" + re.sub(r"[^A-Za-z0-9._-]+", "_", Path(str(model.model_path)).name)
     base = chat_model_of(model) or model
     name = model_name_of(base) or "model"
@@ -67,12 +76,12 @@ def chat_model_key(model: Any) -> str:
 
 
 class ChatReflectionLM:
-    """A reflection LM whose every reflection group is a question to ``judge``, and whose answers ``writer`` writes.
+    """A reflection LM whose every reflection group is a question to ``model``, and whose answers ``writer`` writes.
 
-    ``judge``: a LangChain chat model (``BaseChatModel``, or one bound with ``.bind``) that returns token
+    ``model``: a LangChain chat model (``BaseChatModel``, or one bound with ``.bind``) that returns token
     log-probabilities, or a chat model of this package's backends (a chat GGUF on llama.cpp).
-    ``writer``: another chat model that writes the answers (default: ``judge``).
-    ``questions``: what each group asks (:class:`~.chat_questions.ReflectionQuestions`).
+    ``writer``: another chat model that writes the answers (default: ``model``).
+    ``questions``: what each group asks (:class:`~langchain_selfrag.questions.ReflectionQuestions`).
     ``write_top``: answers per ``generate`` call, for the passages judged most relevant (None: all).
     ``max_concurrency`` and ``top_logprobs`` go to a LangChain chat model's calls.
     ``calibration_dir``: where ``selfrag calibrate`` keeps this model's bars (default: the cache folder's
@@ -82,24 +91,24 @@ class ChatReflectionLM:
     generates_in_batches = True
     has_reflection_vocab = True
 
-    def __init__(self, judge: Any, writer: Any = None, *, questions: ReflectionQuestions | None = None,
+    def __init__(self, model: Any, writer: Any = None, *, questions: ReflectionQuestions | None = None,
                  write_top: int | None = 1, max_concurrency: int = 4, top_logprobs: int = 10,
                  calibration_dir: str | Path | None = None) -> None:
         if write_top is not None and int(write_top) < 1:
             raise ValueError(f"write_top must be None or >= 1, not {write_top!r}")
         options = {"max_concurrency": max_concurrency, "top_logprobs": top_logprobs}
-        self.judge = _transport(judge, **options)
-        self.writer = self.judge if writer is None or writer is judge else _transport(writer, **options)
+        self.asked = _transport(model, **options)
+        self.writer = self.asked if writer is None or writer is model else _transport(writer, **options)
         self.questions = questions or ReflectionQuestions()
         self.write_top = None if write_top is None else int(write_top)
-        self._judge_model = judge
+        self._model = model
         self._calibration_dir = Path(calibration_dir) if calibration_dir is not None else None
 
     @property
     def name(self) -> str:
         """The models, as errors and reports name them."""
-        same = self.writer is self.judge
-        return self.judge.name if same else f"{self.judge.name} (answers by {self.writer.name})"
+        same = self.writer is self.asked
+        return self.asked.name if same else f"{self.asked.name} (answers by {self.writer.name})"
 
     @property
     def model_path(self) -> Path:
@@ -109,17 +118,17 @@ class ChatReflectionLM:
         from ..bundled.cache import cache_dir
 
         folder = self._calibration_dir or cache_dir() / "chat-models"
-        return folder / chat_model_key(self._judge_model)
+        return folder / chat_model_key(self._model)
 
     @property
     def closed(self) -> bool:
         """A local model of this one was closed (``close()``): it cannot answer again."""
-        return any(isinstance(t, LocalChat) and getattr(unwrap(t.lm), "closed", False) for t in (self.judge, self.writer))
+        return any(isinstance(t, BackendTransport) and getattr(unwrap(t.lm), "closed", False) for t in (self.asked, self.writer))
 
     def close(self) -> None:
         """Close local models (their schedulers); a LangChain chat model has nothing to close."""
-        for side in {id(t): t for t in (self.judge, self.writer)}.values():
-            if isinstance(side, LocalChat):
+        for side in {id(t): t for t in (self.asked, self.writer)}.values():
+            if isinstance(side, BackendTransport):
                 side.lm.close(close_model=True)
 
     # -- the reflection groups -------------------------------------------------------------------------
@@ -128,7 +137,7 @@ class ChatReflectionLM:
         if not asks:
             return []
         words = [self.questions.words(kind) for kind, _ in asks]
-        probs = self.judge.word_probs([conv for _, conv in asks], words)
+        probs = self.asked.word_probs([conv for _, conv in asks], words)
         return [self.questions.tokens_of(kind, p) for (kind, _), p in zip(asks, probs)]
 
     def candidate_probs(self, prompts: Sequence[str], candidates: Sequence[str]) -> list[dict[str, float]]:
@@ -141,9 +150,9 @@ class ChatReflectionLM:
         kind = kinds.pop()
         asks: list[tuple[T.Kind, Conversation]] = []
         for prompt in prompts:
-            turn, answer = split_critique_prompt(prompt)
+            turn, answer = read_turn(prompt, critique=True)
             if kind is T.Kind.RETRIEVE:
-                asks.append((kind, self.questions.ask(kind, split_selfrag_prompt(prompt))))
+                asks.append((kind, self.questions.ask(kind, read_turn(prompt))))
             elif kind in (T.Kind.ISREL, T.Kind.ISSUP) and turn.passage is None:
                 raise ReflectionLMError(f"{kind.value} is asked about a passage: this prompt holds none")
             else:
@@ -151,7 +160,7 @@ class ChatReflectionLM:
         return [{c: p.get(c, 0.0) for c in candidates} for p in self._ask(asks)]
 
     # -- answers ---------------------------------------------------------------------------------------
-    def _chosen(self, turns: Sequence[ReaderTurn], isrel: dict[int, dict[str, float]]) -> list[int]:
+    def _chosen(self, turns: Sequence[Turn], isrel: dict[int, dict[str, float]]) -> list[int]:
         """The prompts whose answers are written: every one without a passage, and for each question (a call
         may hold several: the scheduler merges concurrent runs) the ``write_top`` passages judged most relevant."""
         chosen = [i for i, t in enumerate(turns) if t.passage is None]
@@ -177,7 +186,7 @@ class ChatReflectionLM:
         seed: int | None = None,
         on_token: TokenCallback | None = None,
     ) -> list[Generation]:
-        """An answer to each prompt that can still win, with IsRel, IsSup and IsUse asked of the judge
+        """An answer to each prompt that can still win, with IsRel, IsSup and IsUse asked of the model
         (see the module docstring). ``guard``, ``stop_at_*`` and ``top_p`` do not apply to a chat model's
         whole answers."""
         if isinstance(prompts, str):
@@ -192,7 +201,7 @@ class ChatReflectionLM:
                                  temperature=temperature, seed=seed, on_token=stream)
             by_prompt = dict(zip(unique, gens))
             return [copy.deepcopy(by_prompt[p]) for p in prompts]
-        turns = [split_selfrag_prompt(p) for p in prompts]
+        turns = [read_turn(p) for p in prompts]
         evidence = [i for i, t in enumerate(turns) if t.passage is not None]
         isrel = dict(zip(evidence, self._ask([(T.Kind.ISREL, self.questions.ask(T.Kind.ISREL, turns[i]))
                                               for i in evidence])))

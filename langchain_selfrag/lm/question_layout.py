@@ -2,10 +2,10 @@
 
 Such a model (e.g. ``selfrag-qwen2.5-coder-1.5b``: Qwen2.5-Coder-1.5B-Instruct frozen, its 15 reflection
 tokens' output rows fitted, :mod:`training.question_head`) is asked each reflection group in its own
-chat layout, one short question each (:class:`~.chat_questions.ReflectionQuestions`), and replies with
-the group's reflection token; its answers are written to the answer request with the passage in the
-user's turn. That is :class:`~.chat_reflection.ChatReflectionLM` with the reflection tokens as the
-answer words (:func:`~.chat_questions.answered_in_tokens`), over the model's own backend
+chat layout, one short question each (:class:`~langchain_selfrag.questions.ReflectionQuestions`), and
+replies with the group's reflection token; its answers are written to the answer request with the passage
+in the user's turn. That is :class:`~.chat_reflection.ChatReflectionLM` with the reflection tokens as the
+answer words (:func:`~langchain_selfrag.questions.answered_in_tokens`), over the model's own backend
 (llama.cpp, transformers or a server), whose own prompt layout is then the identity: the text it is
 given is already laid out.
 
@@ -20,9 +20,8 @@ from typing import Any
 
 from .. import tokens as T
 from ..prompt_layouts import CHATML_QUESTIONS, PAPER_LAYOUT, PromptLayout, layout_named
-from .chat_questions import ReflectionQuestions, answered_in_tokens
-from .chat import split_selfrag_prompt
-from .chat_reflection import ChatReflectionLM
+from ..questions import ReflectionQuestions, answered_in_tokens
+from .chat_reflection import ChatReflectionLM, read_turn
 from .protocol import ReflectionLMError
 
 __all__ = ["QuestionLayoutLM", "read_in_its_layout"]
@@ -50,9 +49,9 @@ class QuestionLayoutLM(ChatReflectionLM):
         if not self.reads_passages_once:
             raise ReflectionLMError(f"{self.name} does not keep its passage reads (a backend other than llama.cpp, "
                                     "or $SELFRAG_PREFIX_CACHE_MB=0)")
-        turns = [split_selfrag_prompt(p) for p in prompts]
-        asks = [self.judge.render(self.questions.ask(T.Kind.ISREL, turn)) for turn in turns if turn.passage is not None]
-        return self._judge_model.read_passages_ahead(asks, on_progress)
+        turns = [read_turn(p) for p in prompts]
+        asks = [self.asked.render(self.questions.ask(T.Kind.ISREL, turn)) for turn in turns if turn.passage is not None]
+        return self._model.read_passages_ahead(asks, on_progress)
 
     @property
     def prompt_layout(self) -> PromptLayout:
@@ -61,11 +60,11 @@ class QuestionLayoutLM(ChatReflectionLM):
     @property
     def model_path(self) -> Any:
         """The model's own file or folder: its calibration sidecar and card are found beside it."""
-        return getattr(self._judge_model, "model_path", None)
+        return getattr(self._model, "model_path", None)
 
     @property
     def name(self) -> str:
-        return f"{self.judge.name} (chatml-questions)"
+        return f"{self.asked.name} (chatml-questions)"
 
 
 def read_in_its_layout(model: Any, **options: Any) -> Any:

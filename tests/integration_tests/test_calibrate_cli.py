@@ -11,7 +11,7 @@ import pytest
 
 from langchain_selfrag.abstention import AbstentionCalibration, sidecar_path
 from langchain_selfrag.chain import SelfRAGChain
-from langchain_selfrag.lm import ReaderCriticLM, RelevanceJudge, load_reflection_lm
+from langchain_selfrag.lm import load_reflection_lm
 from langchain_selfrag.retrieval import open_store
 
 from .test_cli import selfrag
@@ -63,33 +63,11 @@ def test_calibrate_writes_beside_the_model_and_chains_use_it(tmp_path: Path, sto
 
 
 @pytest.mark.slow
-def test_calibrate_a_reader_pair_writes_beside_the_judge(tmp_path: Path, store: Path, bundled_gguf: Path,
-                                                        smollm2_gguf: Path) -> None:
-    """--reader/--judge: the pair is calibrated (one question of each kind: a pair's answer costs seconds) and
-    its bars go beside the judge's file, which is where a ReaderCriticLM with that judge reads them."""
-    judge = tmp_path / "judge.gguf"  # a copy, so the shared test model gets no sidecar
-    shutil.copyfile(smollm2_gguf, judge)
-    done = selfrag("calibrate", "--store", str(store), "--model", str(bundled_gguf), "--reader", str(smollm2_gguf),
-                   "--judge", str(judge), "--off-topic", "1", "--answerable", "1", "--near-miss", "1", "--json",
-                   "--quiet")
-    assert done.returncode == 0, done.stderr
-    path = sidecar_path(judge)
-    assert Path(json.loads(done.stdout)["path"]) == path and not sidecar_path(smollm2_gguf).exists()
-    cal = AbstentionCalibration.load(path)
-    assert cal.model == "judge.gguf"
-    lm = ReaderCriticLM(load_reflection_lm(str(bundled_gguf)), load_reflection_lm(str(smollm2_gguf)),
-                        judge=RelevanceJudge(load_reflection_lm(str(judge))))
-    chain = SelfRAGChain(lm, open_store(store))
-    assert (chain.config.abstain_isrel, chain.config.abstain_issup) == (cal.abstain_isrel, cal.abstain_issup)
-    lm.close()
-
-
-@pytest.mark.slow
 def test_calibrate_refuses_an_empty_store_and_a_question_file_without_answers(tmp_path: Path, store: Path) -> None:
     done = selfrag("calibrate", "--store", str(tmp_path / "missing"))
     assert done.returncode == 2 and done.stderr.startswith("selfrag: error:") and "Traceback" not in done.stderr
     done = selfrag("calibrate", "--store", str(tmp_path / "missing"), "--judge", str(tmp_path / "judge.gguf"))
-    assert done.returncode == 2 and done.stderr.startswith("selfrag: error:") and "--reader" in done.stderr
+    assert done.returncode == 2 and "--judge was removed" in done.stderr and "Traceback" not in done.stderr
     bad = tmp_path / "q.jsonl"
     bad.write_text(json.dumps({"question": "What is the capital of France?"}) + "\n")
     done = selfrag("calibrate", "--store", str(store), "--questions", str(bad))

@@ -7,7 +7,7 @@ from langchain_core.documents import Document
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from langchain_selfrag import tokens as T
-from langchain_selfrag.chat_model import ChatSelfRAG
+from langchain_selfrag.chat_models import ChatSelfRAG
 
 DOCS = [Document("Paris is the capital of France.", metadata={"source": "france.md", "title": "France"})]
 

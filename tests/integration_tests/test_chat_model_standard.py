@@ -16,7 +16,7 @@ from __future__ import annotations
 import pytest
 from langchain_tests.integration_tests import ChatModelIntegrationTests
 
-from langchain_selfrag.chat_model import ChatSelfRAG
+from langchain_selfrag.chat_models import ChatSelfRAG
 
 pytestmark = pytest.mark.slow
 

@@ -1,7 +1,7 @@
 """ChatReflectionLM over ``ChatOpenAI`` talking to real servers on loopback: llama.cpp's OpenAI server serving a
 real chat model (SmolLM2-135M-Instruct), and servers that fail in each way a user meets.
 
-The same GGUF run locally (``LocalChat``, exact probabilities of the answer words) must read the same
+The same GGUF run locally (``BackendTransport``, exact probabilities of the answer words) must read the same
 judgements as the server's top log-probabilities, renormalised over the words.
 """
 

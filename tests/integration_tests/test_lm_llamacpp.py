@@ -222,7 +222,7 @@ def test_reflection_strings_written_by_a_base_model_are_scored_on_its_own_tokens
 
 def test_a_closed_model_says_so_and_default_lm_loads_it_again(smollm2_gguf):
     from langchain_selfrag.graph.context import default_lm
-    from langchain_selfrag.lm.llamacpp.hidden import LlamaCppHiddenStates
+    from training.core.hidden_states import LlamaCppHiddenStates
 
     default_lm.cache_clear()
     try:

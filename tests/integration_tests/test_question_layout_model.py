@@ -13,12 +13,12 @@ import pytest
 from langchain_selfrag import tokens as T
 from langchain_selfrag.bundled import build_gguf
 from langchain_selfrag.layout_record import path_record
-from langchain_selfrag.lm import ChatReflectionLM, QuestionLayoutLM, load_reflection_lm
-from langchain_selfrag.lm.chat_questions import ReflectionQuestions
-from langchain_selfrag.lm.chat_transport import LocalChat
-from langchain_selfrag.lm.chat import ReaderTurn
-from langchain_selfrag.lm.llamacpp.hidden import LlamaCppHiddenStates
+from langchain_selfrag.lm import ChatReflectionLM, load_reflection_lm
+from langchain_selfrag.lm.question_layout import QuestionLayoutLM
+from langchain_selfrag.lm.transports import BackendTransport
 from langchain_selfrag.prompts import format_prompt
+from langchain_selfrag.questions import ReflectionQuestions, Turn
+from training.core.hidden_states import LlamaCppHiddenStates
 from training.question_head import train_question_head
 
 from .test_relevance_head import write_training_file
@@ -60,7 +60,7 @@ def test_the_adapter_records_the_layout_and_the_file_keeps_the_base(built, smoll
 def test_the_model_is_read_one_question_per_group(built, smollm2_gguf) -> None:
     _, _, model = built
     lm = load_reflection_lm(model, n_ctx=1024)
-    chat = ChatReflectionLM(LocalChat(load_reflection_lm(smollm2_gguf, n_ctx=1024)))
+    chat = ChatReflectionLM(BackendTransport(load_reflection_lm(smollm2_gguf, n_ctx=1024)))
     try:
         assert isinstance(lm, QuestionLayoutLM) and lm.model_path == model
         ours, theirs = lm.generate(_prompts(), max_new_tokens=24), chat.generate(_prompts(), max_new_tokens=24)
@@ -97,7 +97,7 @@ def test_the_fitted_isrel_is_the_heads(built, smollm2_gguf) -> None:
     states = LlamaCppHiddenStates(smollm2_gguf, n_ctx=1024)
     try:
         isrel = lm.candidate_probs(_prompts(), [T.IRRELEVANT, T.RELEVANT])
-        texts = [lm.judge.render(questions.ask(T.Kind.ISREL, ReaderTurn(QUESTION, "", t, p))) for t, p in PASSAGES]
+        texts = [lm.asked.render(questions.ask(T.Kind.ISREL, Turn(QUESTION, "", t, p))) for t, p in PASSAGES]
         by_rows = states.last_hidden(texts).astype(np.float64) @ direction
         # the rows are Q8_0 in the file and llama.cpp quantises activations; this toy head is steep
         # (log-odds about 20), so its Q8_0 rounding shows in the odds, not in the probabilities
@@ -135,7 +135,7 @@ def test_an_untrained_isrel_reads_no_features_and_is_the_bases_own_yes(tmp_path,
     model = build_gguf(tmp_path / "model.gguf", folder=tmp_path / "run" / "adapter", base=smollm2_gguf,
                        outtype="keep", progress=False)
     lm = load_reflection_lm(model, n_ctx=1024)
-    chat = ChatReflectionLM(LocalChat(load_reflection_lm(smollm2_gguf, n_ctx=1024)))
+    chat = ChatReflectionLM(BackendTransport(load_reflection_lm(smollm2_gguf, n_ctx=1024)))
     try:
         ours = lm.candidate_probs(_prompts(), [T.IRRELEVANT, T.RELEVANT])
         theirs = chat.candidate_probs(_prompts(), [T.IRRELEVANT, T.RELEVANT])
@@ -162,7 +162,7 @@ def _long_prompts(question: str) -> list[str]:
 
 def _counting_decodes(lm) -> list[int]:
     """Count the tokens the backend decodes from now on."""
-    backend, counted = lm._judge_model, []
+    backend, counted = lm._model, []
     decode = backend._decode_entries
     backend._decode_entries = lambda entries: counted.append(len(entries)) or decode(entries)
     return counted

@@ -1,9 +1,11 @@
-"""Relevance-judge SFT end to end on a tiny Qwen2 model: LoRA in the base's own vocabulary, the held-out
-report, and the merged GGUF judging on llama.cpp as the trained model judges in transformers."""
+"""IsRel SFT end to end on a tiny Qwen2 model: LoRA in the base's own vocabulary, the held-out report, and
+the merged GGUF asked on llama.cpp (ChatReflectionLM) answering as the trained model answers in transformers."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from types import MappingProxyType
 
 import pytest
 
@@ -17,13 +19,13 @@ from tiny_models import build_tiny_qwen2_model  # noqa: E402
 
 from langchain_selfrag import tokens as T  # noqa: E402
 from langchain_selfrag.export.gguf import export_gguf  # noqa: E402
-from langchain_selfrag.lm import load_reflection_lm  # noqa: E402
-from langchain_selfrag.lm.judge import JudgePrompt, RelevanceJudge  # noqa: E402
-from langchain_selfrag.lm.reader import ReaderTurn  # noqa: E402
+from langchain_selfrag.lm import ChatReflectionLM, load_reflection_lm  # noqa: E402
+from langchain_selfrag.prompts import format_prompt, with_evidence  # noqa: E402
+from langchain_selfrag.questions import ReflectionQuestions, Turn, in_chatml  # noqa: E402
 from training.core.adapters import load_trained, prepare_model  # noqa: E402
 from training.core.config import META_FILE, SFTRunConfig  # noqa: E402
 from benchmarks import judge_heldout  # noqa: E402
-from training.judge_sft import (answer_records, main, read_pairs, train_judge, trained_prompt,  # noqa: E402
+from training.judge_sft import (answer_records, main, read_pairs, train_judge, trained_questions,  # noqa: E402
                                 write_judge_gguf, yes_shares)
 
 #: measured on this tiny model, f32 files: 1.6e-5 between transformers and llama.cpp
@@ -42,7 +44,9 @@ def tiny(tmp_path_factory):
     _, tokenizer, _ = prepare_model(str(base_gguf), add_tokens=False)
     words = single_token_words(tokenizer, ["Yes", "No", "a", "b", "c"])
     assert len(words) >= 2, "the tiny vocabulary has no two one-token words to answer with"
-    prompt = JudgePrompt(yes=words[0], no=words[1])
+    defaults = ReflectionQuestions()
+    prompt = dataclasses.replace(defaults, answer_words=MappingProxyType(
+        {**defaults.answer_words, T.Kind.ISREL: MappingProxyType({words[0]: T.RELEVANT, words[1]: T.IRRELEVANT})}))
     sentences = ["The river reads a long letter before noon.", "A small cat paints the evening sky in 1914.",
                  "Our teacher visits the wooden bridge with great care.", "The quiet city finds three questions."]
     pairs = [{"question": f"Who {verb} it?", "title": "Notes", "passage": sentences[n % 4], "label": n % 2,
@@ -63,7 +67,7 @@ def test_a_trained_judge_runs_on_llama_cpp_as_it_judged_in_transformers(tiny):
     assert meta["config"]["pairs"] == len(pairs) and meta["steps"] == 3
     assert not json.loads((result.adapter_dir / "adapter_config.json").read_text()).get("trainable_token_indices")
 
-    assert trained_prompt(result.adapter_dir) == prompt  # the held-out report asks as training did
+    assert trained_questions(result.adapter_dir) == prompt  # the held-out report asks as training did
     judge_heldout.main(["--adapter", str(result.adapter_dir), "--eval-file", str(path), "--json", str(folder / "r.json")])
     figures = json.loads((folder / "r.json").read_text())["figures"]
     assert figures["heldout"]["pairs"] == len(pairs) and set(figures["heldout"]["all"]) == {"untrained", "trained"}
@@ -78,9 +82,10 @@ def test_a_trained_judge_runs_on_llama_cpp_as_it_judged_in_transformers(tiny):
     out = write_judge_gguf(str(base_gguf), result.adapter_dir, folder / "judge.gguf", outtype="f32")
     vocab = lambda p: len(gguf.GGUFReader(str(p)).fields["tokenizer.ggml.tokens"].data)  # noqa: E731
     assert vocab(out) == vocab(base_gguf)  # no reflection tokens appended: the judge answers in words
-    judge = RelevanceJudge(load_reflection_lm(str(out), n_threads=1, n_ctx=1024), prompt)
+    judge = ChatReflectionLM(load_reflection_lm(str(out), n_threads=1, n_ctx=1024), questions=prompt)
     try:
-        isrel = judge.isrel([ReaderTurn(p["question"], "", p["title"], p["passage"]) for p in pairs])
+        isrel = judge.candidate_probs([with_evidence(format_prompt(p["question"]), p["title"], p["passage"]) for p in pairs],
+                                      [T.RELEVANT, T.IRRELEVANT])
     finally:
         judge.close()
     assert max(abs(r[T.RELEVANT] - t) for r, t in zip(isrel, trained)) < F32_TOL
@@ -116,8 +121,6 @@ def test_pairs_too_long_to_train_on_are_counted_aloud(tiny, tmp_path, capsys):
 
 
 def test_answer_records_ask_as_the_question_model_asks_and_train_only_relevant_answered_pairs(tmp_path):
-    from langchain_selfrag.lm.chat_questions import ReflectionQuestions
-
     pairs = [{"question": "Who reads it?", "title": "Notes", "passage": "The river reads.", "label": 1, "answer": "The river"},
              {"question": "Who paints it?", "title": "Notes", "passage": "A cat sleeps.", "label": 0, "answer": "x"},
              {"question": "Who visits it?", "title": "", "passage": "Our teacher visits.", "label": 1},
@@ -126,10 +129,10 @@ def test_answer_records_ask_as_the_question_model_asks_and_train_only_relevant_a
     path.write_text("".join(json.dumps(p) + "\n" for p in pairs))
     read = read_pairs(path)
     assert [p.get("answer") for p in read] == ["The river", "x", None, "The city"]
-    prompt, questions = JudgePrompt(), ReflectionQuestions()
-    records = answer_records(read, prompt, limit=5)
+    questions = ReflectionQuestions()
+    records = answer_records(read, questions, limit=5)
     assert [r["output"] for r in records] == ["The river", "The city"]
-    turn = ReaderTurn("Who reads it?", "", "Notes", "The river reads.")
-    assert records[0]["prompt"] == prompt.chat(*questions.answer(turn), "")  # the writer's own request
+    turn = Turn("Who reads it?", "", "Notes", "The river reads.")
+    assert records[0]["prompt"] == in_chatml(questions.answer(turn))  # the writer's own request
     assert "Answer the question from the passage" in records[0]["prompt"]
-    assert [r["output"] for r in answer_records(read, prompt, limit=1)] == ["The river"]
+    assert [r["output"] for r in answer_records(read, questions, limit=1)] == ["The river"]

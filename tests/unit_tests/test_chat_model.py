@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_tests.unit_tests import ChatModelUnitTests
 
 from langchain_selfrag import tokens as T
-from langchain_selfrag.chat_model import ChatSelfRAG, messages_to_input
+from langchain_selfrag.chat_models import ChatSelfRAG, messages_to_input
 from langchain_selfrag.errors import InvalidInputError
 from langchain_selfrag.fakes import FakeReflectionLM, FakeSegment
 

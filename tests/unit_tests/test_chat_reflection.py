@@ -14,12 +14,12 @@ from langchain_selfrag import tokens as T
 from langchain_selfrag.chain import SelfRAGChain
 from langchain_selfrag.config import SelfRAGConfig
 from langchain_selfrag.fakes import FakeLogprobsChatModel
-from langchain_selfrag.lm import ChatModelError, ChatReflectionLM, ReflectionQuestions, load_reflection_lm
-from langchain_selfrag.lm.chat import ReaderTurn, split_critique_prompt
+from langchain_selfrag.lm import ChatModelError, ChatReflectionLM, ReflectionLMError, load_reflection_lm
 from langchain_selfrag.lm.chat_reflection import chat_model_key
 from langchain_selfrag.lm.logprobs import (MalformedLogprobs, MissingLogprobs, first_token_alternatives,
                                            reply_logprob, word_probs)
-from langchain_selfrag.prompts import format_prompt, with_evidence
+from langchain_selfrag.prompts import PromptFormatError, format_prompt, with_evidence
+from langchain_selfrag.questions import ReflectionQuestions, Turn, critique_turn, turn_of
 
 ZUBROWKA = Document("The capital of Freedonia is Zubrowka.", metadata={"source": "freedonia.md", "title": "Freedonia"})
 WEATHER = Document("It rained in Sylvania all week.", metadata={"source": "sylvania.md", "title": "Sylvania"})
@@ -80,13 +80,26 @@ def test_malformed_logprobs_are_named(meta):
         first_token_alternatives(meta)
 
 
-def test_split_critique_prompt_finds_the_passage_and_the_answer_after_it():
+def test_a_selfrag_prompt_splits_into_instruction_evidence_and_what_was_written():
     prompt = with_evidence(format_prompt("What is the capital of Freedonia?"), "Freedonia", ZUBROWKA.page_content)
-    turn, answer = split_critique_prompt(prompt + T.RELEVANT + "Zubrowka is the capital." + T.FULLY_SUPPORTED)
+    assert turn_of(prompt) == Turn("What is the capital of Freedonia?", "", "Freedonia", ZUBROWKA.page_content)
+    later = (format_prompt("Q?") + T.RELEVANT + "First part." + T.FULLY_SUPPORTED + T.RETRIEVAL
+             + "<paragraph>t\nx</paragraph>")
+    assert turn_of(later) == Turn("Q?", "First part.", "t", "x")
+    assert turn_of(format_prompt("Q?") + T.NO_RETRIEVAL) == Turn("Q?", "", None, None)
+    with pytest.raises(PromptFormatError, match="not a Self-RAG prompt"):
+        turn_of("<|im_start|>user\nQ?")
+    with pytest.raises(ReflectionLMError, match="takes Self-RAG prompts"):
+        ChatReflectionLM(FakeLogprobsChatModel()).candidate_probs(["<|im_start|>user\nQ?"], [T.RELEVANT, T.IRRELEVANT])
+
+
+def test_critique_turn_finds_the_passage_and_the_answer_after_it():
+    prompt = with_evidence(format_prompt("What is the capital of Freedonia?"), "Freedonia", ZUBROWKA.page_content)
+    turn, answer = critique_turn(prompt + T.RELEVANT + "Zubrowka is the capital." + T.FULLY_SUPPORTED)
     assert turn.passage == ZUBROWKA.page_content and turn.title == "Freedonia"
     assert turn.instruction == "What is the capital of Freedonia?"
     assert answer == "Zubrowka is the capital."
-    plain, written = split_critique_prompt(format_prompt("Q?") + T.NO_RETRIEVAL + "An answer.")
+    plain, written = critique_turn(format_prompt("Q?") + T.NO_RETRIEVAL + "An answer.")
     assert plain.passage is None and written == "An answer."
 
 
@@ -94,17 +107,17 @@ def test_questions_map_answer_words_to_reflection_tokens():
     q = ReflectionQuestions()
     assert q.tokens_of(T.Kind.ISREL, {"Yes": 0.8, "No": 0.2}) == {T.RELEVANT: 0.8, T.IRRELEVANT: 0.2}
     assert list(q.tokens_of(T.Kind.ISUSE, {"5": 1.0})) == list(T.UTILITY)
-    system, user = q.ask(T.Kind.ISREL, ReaderTurn("Q?", "", "Doc", "text <|im_end|>"))
+    system, user = q.ask(T.Kind.ISREL, Turn("Q?", "", "Doc", "text <|im_end|>"))
     assert "<|im_end|>" not in user and "Does the passage state the answer" in user
     with pytest.raises(ValueError, match="passage"):
-        q.ask(T.Kind.ISSUP, ReaderTurn("Q?", ""), "answer")
+        q.ask(T.Kind.ISSUP, Turn("Q?", ""), "answer")
 
 
 # -- the adapter -----------------------------------------------------------------------------------------
 def test_load_reflection_lm_takes_a_chat_model():
     lm = load_reflection_lm(FakeLogprobsChatModel(script=SCRIPT), write_top=2)
     assert isinstance(lm, ChatReflectionLM) and lm.write_top == 2
-    assert lm.model_path.name == chat_model_key(lm.judge.base)
+    assert lm.model_path.name == chat_model_key(lm.asked.base)
 
 
 def test_candidate_probs_asks_each_group_as_a_question():
@@ -195,7 +208,7 @@ def test_chat_model_key_names_class_model_and_server():
 def test_chat_selfrag_and_restraint_take_the_chat_model_unchanged():
     from langchain_core.messages import HumanMessage
 
-    from langchain_selfrag.chat_model import ChatSelfRAG
+    from langchain_selfrag.chat_models import ChatSelfRAG
 
     lm = load_reflection_lm(FakeLogprobsChatModel(script=SCRIPT))
     chat = ChatSelfRAG(lm=lm, retriever=retriever_of(WEATHER, ZUBROWKA))
@@ -231,10 +244,10 @@ def test_a_compatible_server_gets_max_tokens_beside_chatopenais_max_completion_t
     """llama-cpp-python's server ignores max_completion_tokens (ChatOpenAI's name for the limit): a one-token
     question must say max_tokens too, or it is answered at full length. OpenAI's own API gets its own name only."""
     openai = pytest.importorskip("langchain_openai")
-    from langchain_selfrag.lm.chat_transport import LangChainChat
+    from langchain_selfrag.lm.transports import LangChainTransport
 
     chat = openai.ChatOpenAI(model="qwen", base_url=base_url, api_key="none", extra_body={"ttl": 300})
-    options = LangChainChat(chat)._options(question=True, max_tokens=1, temperature=0.0)
+    options = LangChainTransport(chat)._options(question=True, max_tokens=1, temperature=0.0)
     payload = chat._get_request_payload([("user", "Is it?")], **options)
     assert payload["max_completion_tokens"] == 1 and payload["logprobs"] and payload["top_logprobs"] == 10
     assert payload.get("extra_body") == ({"ttl": 300, "max_tokens": 1} if sent else {"ttl": 300})

@@ -6,7 +6,6 @@ import pytest
 from langchain_core.documents import Document
 
 from cookbook.selfrag_smollm2.evaluate import (
-    BM25DocumentRetriever,
     answer_record,
     answer_summary,
     chain_summary,
@@ -19,6 +18,7 @@ from cookbook.selfrag_smollm2.evaluate import (
 )
 from langchain_selfrag import tokens as T
 from training.selfrag.qa_data import Passage, QAItem
+from training.selfrag.retrievers import BM25DocumentRetriever
 
 FULL, PARTIAL, NONE = T.FULLY_SUPPORTED, T.PARTIALLY_SUPPORTED, T.NO_SUPPORT
 

@@ -85,18 +85,17 @@ def layout_prompts() -> dict[str, str]:
 def training_prompts() -> dict[str, str]:
     """What the training commands render: the judge's and the answer's SFT records, the relevance head's
     feature prompt and the question head's Retrieve question."""
+    from langchain_selfrag.questions import ReflectionQuestions, Turn
     from training import judge_sft, question_head, relevance_head
-    from langchain_selfrag.lm.chat import ReaderTurn
-    from langchain_selfrag.lm.judge import JudgePrompt
 
-    prompt = JudgePrompt()
-    judged = judge_sft.judge_records([PAIR, PAIR | {"label": 0}], prompt)
-    written, = judge_sft.answer_records([PAIR], prompt, 1)
+    questions = ReflectionQuestions()
+    judged = judge_sft.judge_records([PAIR, PAIR | {"label": 0}], questions)
+    written, = judge_sft.answer_records([PAIR], questions, 1)
     return {"judge_sft_isrel_yes": judged[0]["prompt"] + judged[0]["output"],
             "judge_sft_isrel_no": judged[1]["prompt"] + judged[1]["output"],
             "judge_sft_answer": written["prompt"] + written["output"],
-            "relevance_head_feature": relevance_head.pair_prompts(prompt, [PAIR])[0],
-            "question_head_retrieve": question_head.retrieve_prompt(ReaderTurn(QUESTION, ""))}
+            "relevance_head_feature": relevance_head.pair_prompts(relevance_head.isrel_prompt, [PAIR])[0],
+            "question_head_retrieve": question_head.retrieve_prompt(Turn(QUESTION, ""))}
 
 
 def rendered() -> dict[str, dict[str, str]]:

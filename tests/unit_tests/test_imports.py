@@ -15,8 +15,8 @@ EXPECTED_ALL = {
         "compile_graph", "load_reflection_lm",
     ],
     "langchain_selfrag.lm": [
-        "ChatModelError", "ChatReflectionLM", "Generation", "JudgePrompt", "QuestionLayoutLM", "ReaderCriticLM", "RelevanceJudge", "ReflectionLM", "ReflectionLMBase", "ReflectionLMError", "ReflectionPoint",
-        "ReflectionQuestions", "is_url", "load_reflection_lm", "resolve_backend",
+        "ChatModelError", "ChatReflectionLM", "Generation", "ReflectionLM", "ReflectionLMBase", "ReflectionLMError",
+        "ReflectionPoint", "load_reflection_lm",
     ],
     "langchain_selfrag.graph": [
         "ABSTAIN_ANSWER", "Beam", "Candidate", "InputState", "OutputState", "SelfRAGContext", "SelfRAGState",

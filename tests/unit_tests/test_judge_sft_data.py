@@ -1,14 +1,18 @@
-"""training.judge_sft's data: pairs from either file kind, records in the judge's own prompt, the report."""
+"""training.judge_sft's data: pairs from either file kind, records asked as the model is asked, the report."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from types import MappingProxyType
 
 import numpy as np
 import pytest
 
-from langchain_selfrag.lm.judge import JudgePrompt, RelevanceJudge
-from langchain_selfrag.lm.reader import ReaderTurn
+from langchain_selfrag import tokens as T
+from langchain_selfrag.lm import ChatReflectionLM
+from langchain_selfrag.prompts import format_prompt
+from langchain_selfrag.questions import ReflectionQuestions
 from training.core.config import TrainingError
 from training.judge_sft import contrast_report, judge_records, read_pairs
 
@@ -50,10 +54,12 @@ def test_a_pairs_file_is_read_as_it_is_and_a_bad_row_is_named(tmp_path):
         read_pairs(write(tmp_path / "empty.jsonl", []))
 
 
-def test_a_record_is_asked_exactly_as_the_judge_asks_and_answered_in_its_words(tmp_path):
-    prompt = JudgePrompt(yes="Sure", no="Nope")
+def test_a_record_is_asked_exactly_as_a_chat_model_is_asked_and_answered_in_its_words(tmp_path):
+    defaults = ReflectionQuestions()
+    questions = replace(defaults, answer_words=MappingProxyType(
+        {**defaults.answer_words, T.Kind.ISREL: MappingProxyType({"Sure": T.RELEVANT, "Nope": T.IRRELEVANT})}))
     pair = {"question": "What is X?", "title": "Doc", "passage": "X is 3.<|im_end|>", "label": 0}
-    [record] = judge_records([pair], prompt)
+    [record] = judge_records([pair], questions)
     asked = []
 
     class Recorder:
@@ -61,9 +67,13 @@ def test_a_record_is_asked_exactly_as_the_judge_asks_and_answered_in_its_words(t
             asked.extend(prompts)
             return [{w: 0.5 for w in words} for _ in prompts]
 
-    RelevanceJudge(Recorder(), prompt).isrel([ReaderTurn("What is X?", "", "Doc", "X is 3.<|im_end|>")])
+        def generate(self, prompts, **_):
+            raise AssertionError("not asked to write here")
+
+    prompt = format_prompt("What is X?") + T.RETRIEVAL + "<paragraph>Doc\nX is 3.<|im_end|></paragraph>"
+    ChatReflectionLM(Recorder(), questions=questions).candidate_probs([prompt], [T.RELEVANT, T.IRRELEVANT])
     assert record["prompt"] == asked[0] and record["output"] == "Nope"
-    assert judge_records([pair | {"label": 1}], prompt)[0]["output"] == "Sure"
+    assert judge_records([pair | {"label": 1}], questions)[0]["output"] == "Sure"
 
 
 def test_the_report_gives_each_contrast_the_pairs_hold_both_sides_of():

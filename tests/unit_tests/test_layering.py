@@ -46,7 +46,7 @@ def test_runtime_imports_stay_out_of_training():
     code = (
         "import sys\n"
         "import langchain_selfrag, langchain_selfrag.cli, langchain_selfrag.chain, langchain_selfrag.graph\n"
-        "import langchain_selfrag.bundled, langchain_selfrag.retrieval, langchain_selfrag.chat_model\n"
+        "import langchain_selfrag.bundled, langchain_selfrag.retrieval, langchain_selfrag.chat_models\n"
         "import langchain_selfrag.lm, langchain_selfrag.evaluation.cli\n"
         "langchain_selfrag.cli.build_parser()\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in {'training', 'cookbook', 'trl'})\n"

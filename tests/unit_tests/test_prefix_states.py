@@ -7,11 +7,11 @@ import os
 
 import pytest
 
-from langchain_selfrag.lm.chat_questions import ReflectionQuestions
+from langchain_selfrag.questions import ReflectionQuestions
 from langchain_selfrag.lm.llamacpp.prefix_states import PrefixStates, passage_prefix_length, prefix_cache_mb
 from langchain_selfrag.passage_reads import evidence_prompt, read_ahead
 from langchain_selfrag.errors import InvalidInputError
-from langchain_selfrag.lm.chat import split_selfrag_prompt
+from langchain_selfrag.questions import turn_of
 
 MARKER = b"\n\nQuestion: "
 
@@ -82,7 +82,7 @@ def test_the_marker_is_what_follows_the_passage_when_it_comes_first() -> None:
 def test_an_evidence_prompt_holds_the_chunk_as_the_graph_gives_it() -> None:
     from langchain_core.documents import Document
 
-    turn = split_selfrag_prompt(evidence_prompt(Document("Rain falls.", metadata={"source": "docs/weather.md"})))
+    turn = turn_of(evidence_prompt(Document("Rain falls.", metadata={"source": "docs/weather.md"})))
     assert (turn.title, turn.passage) == ("weather", "Rain falls.")
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from langchain_selfrag import tokens as T
-from langchain_selfrag.lm.chat_questions import ReflectionQuestions, answered_in_tokens
+from langchain_selfrag.questions import ReflectionQuestions, answered_in_tokens
 from langchain_selfrag.lm.question_layout import QuestionLayoutLM, read_in_its_layout
 from langchain_selfrag.prompt_layouts import (CHATML_QUESTIONS, LAYOUT_NAMES, PAPER_LAYOUT, SINGLE_PROMPT_LAYOUTS,
                                               PromptLayoutError, layout_named)
@@ -119,9 +119,9 @@ def test_retrieve_questions_are_drawn_by_label_once_each() -> None:
 
 
 def test_the_retrieve_prompt_is_the_questions_retrieve_ask_in_the_chat_layout() -> None:
-    from langchain_selfrag.lm.chat import ReaderTurn
+    from langchain_selfrag.questions import Turn
 
-    text = retrieve_prompt(ReaderTurn("Who won?", "", None, None))
+    text = retrieve_prompt(Turn("Who won?", "", None, None))
     assert text.startswith("<|im_start|>system\n" + ReflectionQuestions().system)
     assert "Question: Who won?" in text and text.endswith("<|im_start|>assistant\n")
 

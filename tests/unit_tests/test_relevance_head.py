@@ -1,4 +1,4 @@
-"""RelevanceHead and its fit: a logistic head on a frozen judge's hidden state."""
+"""RelevanceHead and its fit: a logistic head on a frozen chat model's hidden state at the IsRel question."""
 
 from __future__ import annotations
 
@@ -7,14 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from langchain_selfrag import tokens as T
-from langchain_selfrag.lm.judge import RelevanceJudge
-from langchain_selfrag.lm.reader import ReaderCriticLM, ReaderTurn
-from langchain_selfrag.lm.relevance_head import RelevanceHead, RelevanceHeadError
 from training.core.config import TrainingError
+from training.core.relevance_head import RelevanceHead, RelevanceHeadError
 from training.relevance_head import auc, extract, fit_head, fit_logistic, judge_pairs, load_features
-
-from .test_reader_critic import ScriptedCritic, ScriptedReader
 
 
 def head(weights=(2.0, -1.0), bias=0.5) -> RelevanceHead:
@@ -56,32 +51,6 @@ def test_a_bad_head_file_is_named(tmp_path) -> None:
     (tmp_path / "broken.json").write_text(json.dumps({"format": "selfrag-relevance-head/1", "weights": [1.0]}))
     with pytest.raises(RelevanceHeadError, match="malformed"):
         RelevanceHead.load(tmp_path / "broken.json")
-
-
-def test_a_judge_with_a_head_asks_the_heads_prompt_and_reads_hidden_states(tmp_path) -> None:
-    states = HiddenStates()
-    judge = RelevanceJudge(states, head=head(), head_path=tmp_path / "head.json")
-    good, bad = judge.isrel([ReaderTurn("Capital of Freedonia?", "", "Atlas", "Zubrowka is the capital."),
-                             ReaderTurn("Capital of Freedonia?", "", "Weather", "Rain today.")])
-    assert good[T.RELEVANT] == pytest.approx(1 / (1 + np.exp(-1.5)))  # 2*1 - 1 + 0.5
-    assert bad[T.RELEVANT] == pytest.approx(1 / (1 + np.exp(0.5))) and bad[T.IRRELEVANT] == pytest.approx(1 - bad[T.RELEVANT])
-    assert states.prompts[0].startswith("<|im_start|>system\nBe brief.<|im_end|>")
-    assert "Q: Capital of Freedonia?\nP (Atlas): Zubrowka is the capital.\nStated?" in states.prompts[0]
-    assert judge.model_path == tmp_path / "head.json"  # the calibration of a head's judge lives beside the head
-    lm = ReaderCriticLM(ScriptedCritic(), ScriptedReader(), judge=judge)
-    assert lm.model_path == tmp_path / "head.json"
-    lm.close()
-    assert states.closed
-    with pytest.raises(TypeError, match="hidden states"):
-        RelevanceJudge(ScriptedReader(), head=head())
-
-
-def test_a_head_is_refused_on_another_model(tmp_path) -> None:
-    model = tmp_path / "model.gguf"
-    model.write_bytes(b"not the model the head was fitted on")
-    path = head().save(tmp_path / "head.json")
-    with pytest.raises(RelevanceHeadError, match="fitted on judge-model"):
-        RelevanceJudge.from_head(path, model)
 
 
 def test_judge_pairs_reads_isrel_labels_in_a_weighted_order() -> None:

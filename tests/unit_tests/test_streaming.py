@@ -18,7 +18,7 @@ from langchain_core.documents import Document
 
 from langchain_selfrag import tokens as T
 from langchain_selfrag.chain import SelfRAGChain
-from langchain_selfrag.chat_model import ChatSelfRAG, StopCutter
+from langchain_selfrag.chat_models import ChatSelfRAG, StopCutter
 from langchain_selfrag.config import SelfRAGConfig
 from langchain_selfrag.fakes import FakeReflectionLM, FakeSegment
 from langchain_selfrag.graph import ABSTAIN_ANSWER, SelfRAGContext

@@ -27,7 +27,7 @@ def load_model(path: str) -> Any:
 
 def chat_model(spec: str | None, base_url: str | None = None) -> Any:
     """A LangChain chat model from an ``init_chat_model`` spec (needs the ``langchain`` package)."""
-    from ...lm.chat_models import init_chat
+    from ...lm.transports import init_chat
     from ...lm.protocol import ReflectionLMError
 
     if not spec:

@@ -1,30 +1,32 @@
-"""Thin adapters that put conversations to a chat model: a LangChain chat model, or a local chat GGUF.
+"""The transports that put conversations to a chat model: through LangChain, or through a backend of this package.
 
 Both answer the two calls :class:`~.chat_reflection.ChatReflectionLM` makes, batched over conversations:
 
 * ``word_probs(conversations, words)``: the probability of each answer word as the reply's first token;
 * ``write(conversations, ...)``: the reply text, with its log-probability when the model gives one.
 
-:class:`LangChainChat` calls any LangChain ``BaseChatModel`` through ``batch`` with a concurrency limit
-and reads ``response_metadata["logprobs"]`` (:mod:`.logprobs`); :class:`LocalChat` runs a model of this
-package's backends (a chat GGUF on llama.cpp) on the conversation rendered in its chat layout and reads
-the words' probabilities exactly.
+:class:`LangChainTransport` calls any LangChain ``BaseChatModel`` through ``batch`` with a concurrency
+limit and reads ``response_metadata["logprobs"]`` (:mod:`.logprobs`); :class:`BackendTransport` runs a
+model of this package's backends (a GGUF on llama.cpp, a transformers model, or a completions server) on
+the conversation laid out in ChatML and reads the words' probabilities exactly. :func:`init_chat` makes
+the LangChain chat model a ``provider:model`` name stands for.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import SelfRAGError
 from ..chatml import chatml
-from .chat_questions import Conversation
+from ..errors import SelfRAGError
+from ..questions import Conversation
 from .logprobs import MalformedLogprobs, MissingLogprobs, first_token_alternatives, reply_logprob, word_probs
 from .protocol import ReflectionLMError
 from .scheduler import scheduler_for
 
-__all__ = ["ChatModelError", "LangChainChat", "LocalChat", "Written", "chat_model_of"]
+__all__ = ["BackendTransport", "ChatModelError", "LangChainTransport", "Written", "chat_model_of", "init_chat"]
 
 
 class ChatModelError(ReflectionLMError, SelfRAGError):
@@ -105,7 +107,7 @@ def _compatible_server(model: Any) -> bool:
     return bool(server) and "api.openai.com" not in server
 
 
-class LangChainChat:
+class LangChainTransport:
     """Conversations put to a LangChain chat model through ``batch`` (at most ``max_concurrency`` at once).
 
     Each question asks for one token with the first token's ``top_logprobs`` alternatives; ChatOpenAI
@@ -197,9 +199,10 @@ class LangChainChat:
         return out
 
 
-class LocalChat:
-    """Conversations put to a model of this package's backends (a chat GGUF on llama.cpp), rendered by
-    ``chat`` (ChatML by default: Qwen2.5's and SmolLM2's layout) and run through the model's one scheduler.
+class BackendTransport:
+    """Conversations put to a model of this package's backends (a chat GGUF on llama.cpp, a transformers
+    model, a completions server), laid out by ``chat`` (ChatML by default: Qwen2.5's and SmolLM2's layout)
+    and run through the model's one scheduler.
 
     The words' probabilities are the model's own (each word's whole tokenization, renormalised over the
     words), not a top-k cut.
@@ -242,3 +245,25 @@ class LocalChat:
         return [Written(g.answer, g.cumulative_logprob, len(g.token_ids), "length" if g.stop_reason == "length" else "eos")
                 for g in gens]
 
+
+def init_chat(spec: str, base_url: str | None = None, **options: Any) -> Any:
+    """The LangChain chat model ``spec`` names (``openai:gpt-4o-mini``, ``ollama:qwen2.5-coder:1.5b``:
+    ``init_chat_model``'s names), talking to ``base_url`` when given. An OpenAI-compatible server on
+    ``base_url`` (vLLM, llama.cpp's server) gets the key ``none`` when ``OPENAI_API_KEY`` is unset: such
+    servers ask for none.
+    """
+    if not spec or ":" not in spec:
+        raise ReflectionLMError(f"a chat model is named provider:model (openai:gpt-4o-mini, ollama:llama3.2), not {spec!r}")
+    try:
+        from langchain.chat_models import init_chat_model
+    except ImportError as exc:
+        raise ReflectionLMError("a chat model by name needs langchain and the provider's integration: "
+                                "pip install 'langchain-selfrag[openai]' (or langchain-ollama for ollama:)") from exc
+    if base_url:
+        options["base_url"] = base_url
+        if spec.startswith("openai:") and not os.environ.get("OPENAI_API_KEY"):
+            options.setdefault("api_key", "none")
+    try:
+        return init_chat_model(spec, **options)
+    except Exception as exc:  # noqa: BLE001 - an unknown provider or a missing integration, said once
+        raise ReflectionLMError(f"cannot make the chat model {spec!r}: {exc}") from exc

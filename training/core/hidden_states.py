@@ -1,9 +1,9 @@
 """:class:`LlamaCppHiddenStates`: a GGUF model's final hidden state at a prompt's last position.
 
 That vector (after the output norm, what the output matrix multiplies) is what a linear head on a
-frozen model reads, as :class:`~langchain_selfrag.lm.judge.RelevanceJudge` does with a
-:class:`~langchain_selfrag.lm.relevance_head.RelevanceHead`. llama.cpp computes it in embedding mode
-with last-token pooling, one prompt per decode.
+frozen model reads: the features :mod:`training.relevance_head` fits its
+:class:`~training.core.relevance_head.RelevanceHead` on and :mod:`training.question_head` folds into
+reflection-token rows. llama.cpp computes it in embedding mode with last-token pooling, one prompt per decode.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ..protocol import ReflectionLMError
-from .native import NativeCalls, NativeHandles, apply_options, default_threads, open_binding
+from langchain_selfrag.lm.llamacpp.native import NativeCalls, NativeHandles, apply_options, default_threads, open_binding
+from langchain_selfrag.lm.protocol import ReflectionLMError
 
 
 class LlamaCppHiddenStates(NativeCalls):

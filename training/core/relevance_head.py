@@ -1,8 +1,9 @@
-""":class:`RelevanceHead`: a logistic head on a frozen chat model's hidden state, for the relevance judge.
+""":class:`RelevanceHead`: a logistic head on a frozen chat model's hidden state at the IsRel question.
 
 ``p([Relevant]) = sigmoid(weights · h + bias)``, ``h`` the model's final hidden state at the last token
-of the judge's prompt. The file names the model it was fitted on by sha256 and holds the prompt it
-was fitted with, so the judge asks exactly that. Fitted by :mod:`training.relevance_head`.
+of the IsRel question (:class:`~langchain_selfrag.questions.ReflectionQuestions`). The file names the
+model it was fitted on by sha256 and holds the question it was fitted with. Fitted by
+:mod:`training.relevance_head`; :mod:`training.question_head` folds it into the reflection tokens' rows.
 """
 
 from __future__ import annotations
