@@ -26,18 +26,38 @@ JSONL_SUFFIXES = (".jsonl",)
 SUPPORTED_SUFFIXES = formats.SUFFIXES + JSONL_SUFFIXES
 
 
+#: Why a symbolic link under an indexed folder that leads out of it is not read.
+OUTSIDE_LINK = "a symbolic link to {what} outside the folder: not followed"
+
+
+def _outside(root: Path, path: Path) -> bool:
+    """True when ``path`` (under ``root``) resolves to a place outside ``root``."""
+    try:
+        path.resolve().relative_to(root.resolve())
+    except ValueError:
+        return True
+    return False
+
+
 def scan_folder(path: str | os.PathLike) -> tuple[list[Path], list[tuple[Path, str]]]:
     """Files at ``path`` (a file, or every file under a folder but hidden ones, sorted): the supported
-    ones, and the others each with the reason it is not read."""
+    ones, and the others each with the reason it is not read. A symbolic link under the folder that
+    leads out of it (a file or a folder elsewhere) is not followed, and is listed with its reason: a
+    folder handed over by someone else must not pull a private file into the store."""
     root = Path(path)
     if not root.exists():
         raise NoDocumentsError(f"no such file or folder: {root}")
-    found = [root] if root.is_file() else sorted(
-        p for p in root.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts))
+    if root.is_file():
+        found, others = [root], []
+    else:
+        visible = [p for p in root.rglob("*") if not any(part.startswith(".") for part in p.relative_to(root).parts)]
+        links = [p for p in visible if p.is_symlink() and _outside(root, p)]
+        others = [(p, OUTSIDE_LINK.format(what="a folder" if p.is_dir() else "a file")) for p in links]
+        found = sorted(p for p in visible if p.is_file() and p not in links)
     supported = [p for p in found if p.suffix.lower() in SUPPORTED_SUFFIXES]
-    others = [(p, f"unsupported format {p.suffix.lower() or '(no suffix)'}") for p in found
-              if p.suffix.lower() not in SUPPORTED_SUFFIXES]
-    return supported, others
+    others += [(p, f"unsupported format {p.suffix.lower() or '(no suffix)'}") for p in found
+               if p.suffix.lower() not in SUPPORTED_SUFFIXES]
+    return supported, sorted(others)
 
 
 def iter_files(path: str | os.PathLike) -> list[Path]:

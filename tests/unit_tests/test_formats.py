@@ -70,6 +70,24 @@ def test_unsupported_files_are_listed_with_a_reason(tmp_path: Path) -> None:
         ("Makefile", "unsupported format (no suffix)"), ("old.doc", "unsupported format .doc")]
 
 
+def test_links_out_of_the_folder_are_not_followed(tmp_path: Path) -> None:
+    """A folder handed over by someone else cannot pull a private file into the store through a link."""
+    root, outside = tmp_path / "docs", tmp_path / "private"
+    (root / "sub").mkdir(parents=True)
+    (outside / "keys").mkdir(parents=True)
+    (outside / "secret.md").write_text("# Secret\n\nthe password\n")
+    (outside / "keys" / "k.md").write_text("# Key\n\nk\n")
+    (root / "notes.md").write_text("# Notes\n\ntext\n")
+    (root / "secret.md").symlink_to(outside / "secret.md")
+    (root / "keys").symlink_to(outside / "keys", target_is_directory=True)
+    (root / "sub" / "same.md").symlink_to(root / "notes.md")  # inside the folder: read
+    supported, others = scan_folder(root)
+    assert [p.relative_to(root).as_posix() for p in supported] == ["notes.md", "sub/same.md"]
+    assert [(p.name, reason) for p, reason in others] == [
+        ("keys", "a symbolic link to a folder outside the folder: not followed"),
+        ("secret.md", "a symbolic link to a file outside the folder: not followed")]
+
+
 def test_a_missing_optional_package_is_a_reason_not_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
