@@ -439,7 +439,7 @@ def render_trust_summary(name: str = DEFAULT_MODEL_TRUST[0], label: str = DEFAUL
 #: --n-squad 40 and seed 0) asked of each.
 CHAT_MODEL_RUNS = (("trust_suite_chat_q15_val", "Qwen2.5-Coder-1.5B-Instruct as a chat model (`ChatReflectionLM`)"),
                    ("trust_suite_v4_val_docs_squad40", "the bundled Self-RAG model"),
-                   ("trust_suite_reader_judge_val", "the three models (`--reader` 0.5B, `--judge` 1.5B, bundled critic)"))
+                   ("trust_suite_reader_judge_val", "the three models (0.5B reader, 1.5B judge, bundled critic; retired in 0.1)"))
 
 
 def render_chat_model_trust() -> str:
