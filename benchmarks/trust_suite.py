@@ -247,7 +247,8 @@ def source_of(doc: Document) -> str:
     return Path(str((doc.metadata or {}).get("source", ""))).name
 
 
-def record(q: Mapping[str, Any], out: Mapping[str, Any], store_hits: Sequence[Document] | None = None) -> dict[str, Any]:
+def record(q: Mapping[str, Any], out: Mapping[str, Any],
+           store_hits: Sequence[Document] | None = None) -> dict[str, Any]:
     """What the summary needs of one run: the answer, the abstention, what was cited and the trace
     (each candidate's passage source, text, IsRel, IsSup, score and whether ``select`` chose it).
     With ``store_hits`` (the store's top ``STORE_DEPTH`` for the question) and gold answers, the ranks
@@ -503,7 +504,8 @@ def with_run_settings(records: Sequence[Mapping[str, Any]], run: Mapping[str, An
     return [{**settings, **r} for r in records]
 
 
-def reindex_ranks(records: Sequence[Mapping[str, Any]], run: Mapping[str, Any], data: Path | None) -> list[dict[str, Any]]:
+def reindex_ranks(records: Sequence[Mapping[str, Any]], run: Mapping[str, Any],
+                  data: Path | None) -> list[dict[str, Any]]:
     """Gold ranks for answerable records written without them: each kind's documents indexed again as
     the run indexed them (``run.json``'s chunking, the same embeddings), each question searched for the
     top ``STORE_DEPTH``. A record whose trace this search does not reproduce (a passage read from
@@ -517,11 +519,13 @@ def reindex_ranks(records: Sequence[Mapping[str, Any]], run: Mapping[str, Any], 
         docs, _ = _kind_questions(kind, split, data, run.get("n_squad") or 0, run.get("seed") or 0, 0,
                                   run.get("squad_holdout_articles") or ())
         with tempfile.TemporaryDirectory() as tmp:
-            store = open_store(index_folder(docs, Path(tmp), index_options(run.get("chunk_size"), run.get("chunk_overlap"))))
+            options = index_options(run.get("chunk_size"), run.get("chunk_overlap"))
+            store = open_store(index_folder(docs, Path(tmp), options))
             for i in (i for i in todo if out[i]["kind"] == kind):
                 hits = store.similarity_search(out[i]["question"], k=STORE_DEPTH)
                 ranks = reindexed_ranks(out[i], [(source_of(d), d.page_content) for d in hits])
-                out[i].update({**ranks, "ranks_from": "reindex"} if ranks else {"ranks_from": "reindex did not reproduce the run"})
+                out[i].update({**ranks, "ranks_from": "reindex"} if ranks
+                              else {"ranks_from": "reindex did not reproduce the run"})
     return out
 
 
@@ -639,8 +643,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         separation = ", ".join(f"{p} {v['auc']:.2f}" for p, v in entry["relevance_separation"].items())
         print(f"{kind:9s} {parts} ({ceilings})  | coverage {fmt(sel['coverage'])} sel.acc {fmt(sel['selective_accuracy'])} "
               f"F1_RG {fmt(sel['f1_rg'])} AURC {fmt(sel['aurc'])} | best-IsRel AUC against {separation}")
-    rescore = " (re-scored at IsRel >= {abstain_isrel:g}, IsSup >= {abstain_issup:g})".format(**summary["rescored_at"]) \
-        if args.rescore_bars else ""
+    rescore = "" if not args.rescore_bars else \
+        " (re-scored at IsRel >= {abstain_isrel:g}, IsSup >= {abstain_issup:g})".format(**summary["rescored_at"])
     print(f"\nwhere each answer is lost{rescore} (benchmarks/trust_loss.py):")
     print("\n".join(format_loss_table(summary["loss"])))
     if args.json:
