@@ -118,13 +118,21 @@ def ranks_from(r: Mapping[str, Any]) -> str:
     return r.get("ranks_from") or ("run" if has_ranks(r) else "not recorded")
 
 
+def _same_passage(t: Mapping[str, Any], hit: tuple[str | None, str]) -> bool:
+    """The hit can be the passage a trace entry was written from: the same file, and the hit's text
+    holds the entry's quoted sentence (an ``answer`` that is not its generated ``text``) when it has one."""
+    quoted = str(t.get("answer") or "")
+    return hit[0] == t.get("source") and (quoted.strip() == str(t.get("text") or "").strip()
+                                          or bool(match(hit[1], [quoted])))
+
+
 def reindexed_ranks(r: Mapping[str, Any], hits: Sequence[tuple[str | None, str]]) -> dict[str, Any] | None:
     """:func:`rank_fields` of a record from a fresh search of its question (``hits``: the top
     ``STORE_DEPTH`` of a store indexed as the run's was), or None when the search does not reproduce
-    what the run read: a passage of the trace whose source differs from the hit at its place.
+    what the run read (:func:`_same_passage` fails for a passage of the trace and the hit at its place).
     The passages read are the hits up to the last passage the trace names (none without retrieval)."""
     read = [t for t in r["trace"] if isinstance(t.get("passage"), int)]
-    if any(t["passage"] >= len(hits) or hits[t["passage"]][0] != t.get("source") for t in read):
+    if any(t["passage"] >= len(hits) or not _same_passage(t, hits[t["passage"]]) for t in read):
         return None
     n_read = 1 + max((t["passage"] for t in read), default=-1)
     return rank_fields(hits[:n_read], hits, r)

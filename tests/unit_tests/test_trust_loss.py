@@ -130,6 +130,10 @@ def test_reindexed_ranks_only_when_the_search_reproduces_what_the_run_read() -> 
     moved = {**r, "trace": [cand(0, "x", source="fastcsv.md"), cand(1, "3.9", source="other.md")]}
     assert reindexed_ranks(moved, hits) is None
     assert reindexed_ranks({**r, "trace": [cand(5, "x")]}, hits) is None  # read more than the search finds
+    quoted = {**cand(1, "3.9"), "answer": "Needs Python 3.9."}  # the sentence quoted from the passage read
+    assert reindexed_ranks({**r, "trace": [r["trace"][0], quoted]}, hits) is not None
+    rechunked = {**quoted, "answer": "It needs Python 3.9 or later."}  # that passage is not the hit's chunk
+    assert reindexed_ranks({**r, "trace": [r["trace"][0], rechunked]}, hits) is None
     assert reindexed_ranks(CLOSED_BOOK, hits)["gold_ranks_read"] == []  # read nothing
 
 
