@@ -34,7 +34,12 @@ unanswerable) is ``abstained`` or ``wrong_kept`` (:data:`ABSTAIN_BUCKETS`).
 :func:`rescored` replays a record at other bars (the graph's own :func:`evidence_reason` through
 :func:`~langchain_selfrag.evaluation.qa.abstention.would_abstain`): in the suite's one-round
 short-form runs the bars decide only whether the chosen answer is given, never which passages are
-read, which answers are written or which one is chosen.
+read, which answers are written or which one is chosen (no rewriter or fallback retriever, so one
+retrieval round; ``write_top`` picks by IsRel, not by the bars). A record whose abstention the new
+bars do not change keeps its own answer and citations, so at the run's own bars re-scoring gives
+the run back; an answer the new bars let through is taken to cite its passage, as the suite's
+``reader_ceiling`` counts it (the chain cites a passage only when the model's IsRel token said
+[Relevant]; the records keep no token).
 """
 
 from __future__ import annotations
