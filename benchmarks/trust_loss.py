@@ -171,11 +171,15 @@ def loss_bucket(r: Mapping[str, Any]) -> str:
     return "judgement"
 
 
+def _abstains_at(r: Mapping[str, Any], isrel: float, issup: float) -> bool:
+    return A.would_abstain(r["signals"], isrel, issup, closed_book=bool(r.get("closed_book", True)))
+
+
 def rescored(r: Mapping[str, Any], isrel: float, issup: float) -> dict[str, Any]:
     """The record had the run used these bars. An answer the new bars let through is the chosen
     candidate's (:func:`would_be_answer`, citing its passage); a record whose abstention does not
     change keeps its own answer and citations."""
-    abstains = A.would_abstain(r["signals"], isrel, issup, closed_book=bool(r.get("closed_book", True)))
+    abstains = _abstains_at(r, isrel, issup)
     out = {**r, "bars": {"abstain_isrel": isrel, "abstain_issup": issup}}
     if abstains == bool(r["abstained"]):
         return out
@@ -184,6 +188,13 @@ def rescored(r: Mapping[str, Any], isrel: float, issup: float) -> dict[str, Any]
                 "reason": f"re-scored at IsRel >= {isrel:g}, IsSup >= {issup:g}"}
     answer, cited = would_be_answer(r)
     return {**out, "abstained": False, "answer": answer, "cited": cited, "reason": None}
+
+
+def replay_misses(records: Sequence[Mapping[str, Any]]) -> int:
+    """The records whose abstention the replay at their own bars does not reproduce (0 when
+    :func:`rescored` replays the chain's rule faithfully on them)."""
+    return sum(_abstains_at(r, r["bars"]["abstain_isrel"], r["bars"]["abstain_issup"]) != bool(r["abstained"])
+               for r in records)
 
 
 def _rank_columns(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

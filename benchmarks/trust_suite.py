@@ -88,6 +88,7 @@ from benchmarks.trust_loss import (
     loss_table,
     rank_fields,
     reindexed_ranks,
+    replay_misses,
     rescored,
     would_be_answer,
 )
@@ -618,11 +619,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         scored = reindex_ranks(scored, run, Path(args.data) if args.data else None)
     suffix = ""
     if args.rescore_bars:
+        misses = replay_misses(scored)
         scored = [rescored(r, *args.rescore_bars) for r in scored]
         suffix = "-at-{:g}-{:g}".format(*args.rescore_bars)
     summary = summarize(scored, confidence=args.confidence)
     if args.rescore_bars:
-        summary["rescored_at"] = dict(zip(("abstain_isrel", "abstain_issup"), args.rescore_bars))
+        summary["rescored_at"] = {**dict(zip(("abstain_isrel", "abstain_issup"), args.rescore_bars)),
+                                  "own_bars_not_reproduced": misses}
     summary["seconds"] = round(time.time() - start, 1)
     if run:
         summary["model"] = Path(run["model"]).name
@@ -644,7 +647,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{kind:9s} {parts} ({ceilings})  | coverage {fmt(sel['coverage'])} sel.acc {fmt(sel['selective_accuracy'])} "
               f"F1_RG {fmt(sel['f1_rg'])} AURC {fmt(sel['aurc'])} | best-IsRel AUC against {separation}")
     rescore = "" if not args.rescore_bars else \
-        " (re-scored at IsRel >= {abstain_isrel:g}, IsSup >= {abstain_issup:g})".format(**summary["rescored_at"])
+        (" (re-scored at IsRel >= {abstain_isrel:g}, IsSup >= {abstain_issup:g}; records whose own abstention the "
+         "replay does not reproduce: {own_bars_not_reproduced})").format(**summary["rescored_at"])
     print(f"\nwhere each answer is lost{rescore} (benchmarks/trust_loss.py):")
     print("\n".join(format_loss_table(summary["loss"])))
     if args.json:

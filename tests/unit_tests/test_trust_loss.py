@@ -16,6 +16,7 @@ from benchmarks.trust_loss import (
     loss_table,
     rank_fields,
     reindexed_ranks,
+    replay_misses,
     rescored,
 )
 from benchmarks.trust_suite import PARTS, main, record, summarize, with_run_settings
@@ -152,6 +153,8 @@ def test_rescoring_replays_the_bars_with_the_graphs_own_rule() -> None:
     assert rescored(no_text, 0.0, 0.0)["abstained"]  # not an evidence abstention: no bars give an answer
     assert rescored(CLOSED_BOOK, 0.0, 0.0)["abstained"]  # closed book stays refused while closed_book is on
     assert not rescored({**CLOSED_BOOK, "closed_book": False}, 0.0, 0.0)["abstained"]
+    assert replay_misses([low, RIGHT, no_text, CLOSED_BOOK]) == 0
+    assert replay_misses([low, {**RIGHT, "bars": {"abstain_isrel": 0.95, "abstain_issup": 0.25}}]) == 1
 
 
 def test_loss_table_counts_buckets_and_ranks_per_kind_and_part() -> None:
@@ -200,7 +203,7 @@ def test_summarize_only_rescores_and_prints_the_loss_table(tmp_path: Path, capsy
     printed = capsys.readouterr().out
     assert "re-scored at IsRel >= 0.5, IsSup >= 0.25" in printed
     summary = json.loads((tmp_path / "summary-at-0.5-0.25.json").read_text())
-    assert summary["rescored_at"] == {"abstain_isrel": 0.5, "abstain_issup": 0.25}
+    assert summary["rescored_at"] == {"abstain_isrel": 0.5, "abstain_issup": 0.25, "own_bars_not_reproduced": 0}
     assert summary["loss"]["docs"]["answerable"]["right"] == 2
     assert summary["loss"]["docs"]["near_miss"] == {"n": 1, "abstained": 1, "wrong_kept": 0}  # IsRel 0.3
     assert json.loads((tmp_path / "summary.json").read_text())["loss"]["docs"]["answerable"]["right"] == 1
