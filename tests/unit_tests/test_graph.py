@@ -404,6 +404,19 @@ def test_langgraph_server_entry_point_accepts_json_context() -> None:
     assert out["answer"] == "Paris." and len(out["passages"]) == 1
 
 
+@pytest.mark.parametrize(("key", "replacement"), [("reader", "writer=..."), ("judge", "chat_model")])
+def test_a_context_naming_a_retired_key_gets_one_error_saying_what_replaced_it(key: str, replacement: str) -> None:
+    from langchain_selfrag.graph.context import resolve_context
+
+    with pytest.raises(ValueError, match=rf"'{key}' was removed in langchain-selfrag 0\.1") as raised:
+        resolve_context({key: "qwen2.5-coder-0.5b-instruct", "lm": paris_lm(), "retriever": lambda q: DOCS})
+    assert replacement in str(raised.value) and "ChatReflectionLM" in str(raised.value)
+    from graphs.selfrag_graph import graph  # the LangGraph server's graph: its context is JSON
+
+    with pytest.raises(ValueError, match=f"'{key}' was removed"):
+        graph.invoke({"question": "capital?"}, context={key: "x", "lm": paris_lm(), "retriever": lambda q: DOCS})
+
+
 def test_malformed_generation_gives_clean_text() -> None:
     from langchain_selfrag.lm import Generation
 
