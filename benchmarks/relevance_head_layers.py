@@ -1,6 +1,6 @@
 """Which layer of a frozen judge holds "the passage states the answer"? A probe for the relevance head (issue 55).
 
-``training.relevance_head`` fits its head on the model's final hidden state at the judge prompt's last
+``training.relevance_head`` fits its head on the model's final hidden state at the IsRel question's last
 token. This reads that token's residual stream after some of the model's blocks too (llama.cpp's
 ``l_out-N`` tensors, caught by the context's eval callback) for the first ``--limit`` pairs of a head
 run's ``pairs.jsonl``, and reports, per layer, the grouped cross-validated AUC of a logistic head over

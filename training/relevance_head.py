@@ -111,7 +111,7 @@ def pair_prompts(prompt, pairs: Sequence[Mapping]) -> list[str]:
 
 
 def extract(states, prompt, pairs: Sequence[Mapping], folder: Path, *, chunk: int = 50) -> np.ndarray:
-    """Hidden states of the judge prompt of each pair. They are cached in chunk files under ``folder`` by
+    """Hidden states of the prompt of each pair. They are cached in chunk files under ``folder`` by
     the prompt's text, so a stopped run resumes and a run drawing other pairs computes only the new ones."""
     folder.mkdir(parents=True, exist_ok=True)
     texts = pair_prompts(prompt, pairs)

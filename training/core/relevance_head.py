@@ -27,7 +27,7 @@ class RelevanceHeadError(ValueError):
 @dataclass(frozen=True)
 class RelevanceHead:
     """Weights and bias over a model's hidden state, the model's sha256 and name (a base's name, else
-    its file's path) and the judge prompt's text."""
+    its file's path) and the IsRel question's text (``ask``, ``system``)."""
 
     weights: np.ndarray
     bias: float
