@@ -31,7 +31,7 @@ fi
 # phase 2: continue from $INIT on the gold passage vs hard negatives (IsRel, answers trained after
 # [Irrelevant]) with IsSup negatives mixed in; a cosine schedule over GEN2_STEPS steps (one epoch if
 # unset), stopped early only by the wall-clock budget. PHASE2_FILE trains another file in its place
-# (e.g. cookbook.experiments.near_miss's phase 3, continuing the shipped adapter)
+# (e.g. a near-miss phase 3 continuing the shipped adapter: cookbook/EXPERIMENTS.md, 2026-11-24)
 $PY -m training.generator_sft --base-model "$BASE" --train-file "${PHASE2_FILE:-$RUN/data/generator_phase2.jsonl}" \
   --init-adapter "$INIT" --output-dir "$RUN/generator2" --max-length 256 --batch-size 8 \
   --lr "${GEN2_LR:-3e-4}" --token-lr 1e-3 --threads "$THREADS" --max-minutes "$GEN2_MINUTES" --save-steps 25 --logging-steps 5 \
