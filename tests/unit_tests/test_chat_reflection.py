@@ -152,6 +152,19 @@ def test_generate_writes_answers_only_for_the_passages_that_can_win():
     assert chat.calls == 5
 
 
+def test_a_separate_writer_writes_the_answers_and_the_model_is_asked_the_questions():
+    """What replaced the three-model opt-in's reader: ``writer=`` (issue 82)."""
+    asked = FakeLogprobsChatModel(script=SCRIPT)
+    writer = FakeLogprobsChatModel(script=[(r"Answer the question", "Zubrowka, says the writer.", {"Zubrowka": 0.8})])
+    lm = ChatReflectionLM(asked, writer=writer, write_top=1)
+    prompt = with_evidence(format_prompt("What is the capital of Freedonia?"), "Freedonia", ZUBROWKA.page_content)
+    gen, = lm.generate([prompt], first_candidates=T.GROUPS[T.Kind.ISREL])
+    assert gen.answer == "Zubrowka, says the writer." and writer.calls == 1
+    assert asked.calls == 3  # IsRel, then the writer's answer's IsSup and IsUse
+    assert gen.probs_for(T.Kind.ISSUP)[T.FULLY_SUPPORTED] == pytest.approx(0.8)
+    assert "answers by" in lm.name
+
+
 def test_the_chain_answers_with_a_citation_and_abstains_with_a_reason():
     chat = FakeLogprobsChatModel(script=SCRIPT)
     chain = SelfRAGChain(load_reflection_lm(chat), retriever_of(WEATHER, ZUBROWKA))
