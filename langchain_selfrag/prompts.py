@@ -1,4 +1,5 @@
-"""Byte-exact Self-RAG prompt formats, task instructions and evidence formatting.
+"""Byte-exact Self-RAG prompt formats, task instructions and evidence formatting, and the one parser that
+reads such a prompt back into its parts (:func:`parse_prompt`).
 
 See ``REFERENCE.md`` of the project: these strings must match what the published checkpoints saw
 in training, so they are not templated through LangChain prompt classes.
