@@ -15,7 +15,6 @@ from typing import Any
 from langchain_core.documents import Document
 
 from .. import scoring as S
-from ..chain_tool import source_of
 from ..restraint.scoring import ISREL, IsSupScorer
 
 

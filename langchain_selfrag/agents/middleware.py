@@ -189,7 +189,8 @@ class SelfRAGMiddleware(AgentMiddleware):
         writer({"event": "retrieval", "source": KEY, "tool": name, "query": query, "retrieved": len(docs),
                 "kept": len(kept), "best_isrel": best})
         kept_docs = [docs[i] for i in kept]
-        text = tool_text(request.tool, kept_docs) if kept_docs else nothing_relevant(query, len(docs), best, self.isrel_bar)
+        text = (tool_text(request.tool, kept_docs) if kept_docs
+                else nothing_relevant(query, len(docs), best, self.isrel_bar))
         meta = {"query": query, "isrel": scores, "kept": kept, "bar": self.isrel_bar,
                 "sources": [source_of(d) for d in docs]}
         message = result.model_copy(update={
@@ -246,7 +247,8 @@ class SelfRAGMiddleware(AgentMiddleware):
         abstains = found.reason is not None and self.on_unsupported == "abstain"
         meta = _answer_metadata(found, passages, self.issup_bar, abstained=abstains,
                                 answer=message_text(last) if abstains else None)
-        writer({"event": "verdict", "source": KEY, **{k: v for k, v in meta.items() if k not in ("citations", "answer")}})
+        writer({"event": "verdict", "source": KEY,
+                **{k: v for k, v in meta.items() if k not in ("citations", "answer")}})
         update: dict[str, Any] = {"response_metadata": {**(last.response_metadata or {}), KEY: meta}}
         if abstains:
             update["content"] = abstention(found.reason)
