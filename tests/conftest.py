@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 from eval_rows import write_rows
+from file_budgets import add_option as add_budget_option
+from file_budgets import register as register_file_budgets
 
 # The suite starts dozens of Python processes (subprocess tests, servers, xdist workers), most of them importing
 # torch, transformers, LangChain or vLLM. With PYTHONDONTWRITEBYTECODE set (some shells and containers set it),
@@ -93,6 +95,18 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip("../shared/data is not present")
     return SHARED_DATA
+
+
+#: Each test file's recorded CPU seconds under ``make test``, and what it may take (tests/support/file_budgets.py).
+FILE_BUDGETS = Path(__file__).with_name("file_budgets.toml")
+
+
+def pytest_addoption(parser):
+    add_budget_option(parser)
+
+
+def pytest_configure(config):
+    register_file_budgets(config, FILE_BUDGETS)
 
 
 #: The test files that take longest (``--durations`` of the integration suite, 2026-11-29, two workers on 2 cores: the
