@@ -164,4 +164,4 @@ bench: install
 	$(BIN)/python benchmarks/critique_speed.py
 
 clean:
-	rm -rf $(VENV) $(FLOORS_VENV) $(SERVE_VENV) $(VLLM_VENV) $(DEMO_VENV) $(WHEELS) .selfrag .pytest_cache
+	rm -rf $(VENV) $(FLOORS_VENV) $(SERVE_VENV) $(VLLM_VENV) $(DEMO_VENV) $(WHEELS) build/test-models .selfrag .pytest_cache

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -62,19 +63,43 @@ def bundled_gguf() -> Path:
     return Path(override) if override else Path(default_model_path(MACHINERY_MODEL, progress=False))
 
 
+#: Built models the tests keep between runs (``make clean`` removes them), each under a key of what it is made of.
+TEST_MODELS = Path(__file__).resolve().parents[1] / "build" / "test-models"
+
+
 @pytest.fixture(scope="session")
-def bundled_hf_dir(tmp_path_factory) -> Path:
+def bundled_hf_dir() -> Path:
     """``selfrag-smollm2-135m`` (:data:`MACHINERY_MODEL`) merged in fp32 and saved as a Hugging Face folder
-    (what vLLM and transformers load), built once per session; skips when it cannot be built."""
-    from langchain_selfrag.bundled import BundleError, build_model, bundle_dir
+    (what vLLM and transformers load); skips when it cannot be built. Built once and kept in :data:`TEST_MODELS`
+    under the key of the built GGUF's name (the adapter, its config, the base file) and the torch, transformers
+    and peft that merge it: the merge takes about 50 s of CPU, and only test_lm_vllm.py reads the folder."""
+    from langchain_selfrag.bundled import BundleError, build_model, bundle_dir, cached_gguf_path
 
     try:
-        model, tokenizer = build_model(bundle_dir(MACHINERY_MODEL))
-    except (ImportError, BundleError) as exc:
+        import peft
+        import torch
+        import transformers
+    except ImportError as exc:
         pytest.skip(f"the bundled model cannot be built here: {exc}")
-    out = tmp_path_factory.mktemp("bundled-hf")
-    model.save_pretrained(str(out))
-    tokenizer.save_pretrained(str(out))
+    folder = bundle_dir(MACHINERY_MODEL)
+    built = cached_gguf_path(folder)
+    if built is None:
+        pytest.skip(f"the bundled model cannot be built here: {MACHINERY_MODEL} has no adapter or base GGUF")
+    versions = f"torch{torch.__version__}-transformers{transformers.__version__}-peft{peft.__version__}"
+    out = TEST_MODELS / f"{built.stem}-hf-{versions}".replace("+", "_")
+    if (out / "config.json").is_file():
+        return out
+    try:
+        model, tokenizer = build_model(folder)
+    except BundleError as exc:
+        pytest.skip(f"the bundled model cannot be built here: {exc}")
+    partial = out.with_name(f"{out.name}.partial-{os.getpid()}")
+    model.save_pretrained(str(partial))
+    tokenizer.save_pretrained(str(partial))
+    try:
+        partial.rename(out)  # whole or not at all, should another worker have built it meanwhile
+    except OSError:
+        shutil.rmtree(partial)
     return out
 
 
