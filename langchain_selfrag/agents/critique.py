@@ -57,10 +57,12 @@ class Verdict:
     scores: list[float]
 
 
-def verdict(passages: Sequence[dict[str, Any]], scores: Sequence[float], rounds: Sequence[dict[str, Any]], *,
-            issup_bar: float, isrel_bar: float, closed_book_abstains: bool) -> Verdict:
-    """The final answer's verdict from the IsSup ``scores`` of the kept ``passages`` (pure).
+def verdict(answer: str, passages: Sequence[dict[str, Any]], scores: Sequence[float],
+            rounds: Sequence[dict[str, Any]], *, issup_bar: float, isrel_bar: float,
+            closed_book_abstains: bool) -> Verdict:
+    """The verdict on the final ``answer`` from the IsSup ``scores`` of the kept ``passages`` (pure).
 
+    An answer without a letter or digit says nothing: an abstention, as in the chain.
     No retrieval in the run: an abstention when ``closed_book_abstains`` (the chain's ``abstain_closed_book``),
     else kept unchecked. Retrieval that kept nothing: an abstention naming the best IsRel. Else the best IsSup
     against ``issup_bar`` (0: not checked); the citations are the kept passages whose IsSup reaches the bar
@@ -68,6 +70,8 @@ def verdict(passages: Sequence[dict[str, Any]], scores: Sequence[float], rounds:
     docs = [p["document"] for p in passages]
     best = max(scores, default=None)
     citations = [d for d, s in zip(docs, scores) if s > 0 and s >= issup_bar]
+    if not any(ch.isalnum() for ch in answer):
+        return Verdict("the agent's answer says nothing", best, [], list(scores))
     if not rounds:
         reason = ("the agent answered without retrieving, and a closed-book answer is not trusted "
                   "(abstain_closed_book)") if closed_book_abstains else None

@@ -242,8 +242,8 @@ class SelfRAGMiddleware(AgentMiddleware):
         for i, (p, score) in enumerate(zip(passages, scores)):
             writer({"event": "critique", "aspect": "issup", "source": KEY, "passage": i,
                     "title": source_of(p["document"]), "value": score})
-        found = verdict(passages, scores, rounds_of(state), issup_bar=self.issup_bar, isrel_bar=self.isrel_bar,
-                        closed_book_abstains=self._closed_book_abstains())
+        found = verdict(message_text(last), passages, scores, rounds_of(state), issup_bar=self.issup_bar,
+                        isrel_bar=self.isrel_bar, closed_book_abstains=self._closed_book_abstains())
         abstains = found.reason is not None and self.on_unsupported == "abstain"
         meta = _answer_metadata(found, passages, self.issup_bar, abstained=abstains,
                                 answer=message_text(last) if abstains else None)

@@ -155,6 +155,12 @@ def test_the_bars_are_the_chain_s_settings():
     assert messages[-1].response_metadata["selfrag"]["abstained"]
 
 
+def test_an_answer_that_says_nothing_abstains_even_where_the_support_bar_is_off():
+    final = run(agent_with([search(), AIMessage(" ... ")], [retriever_tool(PARIS)],
+                           SelfRAGMiddleware(reflection_lm(), abstain_issup=0.0)))[-1]
+    assert final.content == f"{ABSTAIN_ANSWER} Reason: the agent's answer says nothing."
+
+
 def test_an_answer_without_retrieval_abstains_as_the_chain_s_closed_book_answer():
     lm = reflection_lm()
     assert run(agent_with([AIMessage("Paris.")], [retriever_tool(PARIS)], SelfRAGMiddleware(lm)))[-1].content \
