@@ -39,8 +39,8 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.types import Command
 
-from ..abstention import calibrated_config
 from ..config import ConfigError, SelfRAGConfig
+from ..graph.context import SelfRAGContext, with_model_bars
 from ..graph.nodes.abstain import ABSTAIN_ANSWER, bar, relevance_bar
 from ..lm.scheduler import scheduler_for
 from ..chain_tool import source_of, with_reason
@@ -92,7 +92,7 @@ class SelfRAGMiddleware(AgentMiddleware):
         limit = config.max_retrieval_rounds if max_retrievals is None else max_retrievals
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ConfigError(f"max_retrievals must be a positive integer, not {max_retrievals!r}")
-        self.config = calibrated_config(config, lm)
+        self.config = with_model_bars(SelfRAGContext(lm=lm, config=config)).config  # the chain's bars for lm
         self.lm = scheduler_for(lm)
         self.tool_names = frozenset(t if isinstance(t, str) else t.name for t in tools)
         self.on_unsupported = on_unsupported

@@ -5,6 +5,7 @@ abstention, flag-only mode, the bound on retrieval rounds, errors passed through
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +19,9 @@ from langchain_core.tools import create_retriever_tool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from scripted_agent import ScriptedModel, tool_call
 
+from langchain_selfrag import load_reflection_lm
 from langchain_selfrag import tokens as T
+from langchain_selfrag.abstention import AbstentionCalibration, sidecar_path
 from langchain_selfrag.agents import SelfRAGMiddleware
 from langchain_selfrag.chain import SelfRAGChain
 from langchain_selfrag.config import ConfigError, SelfRAGConfig
@@ -280,6 +283,16 @@ def test_a_tool_that_raises_or_answers_an_error_is_passed_through_unchanged():
 def test_bad_settings_are_one_clear_error(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         SelfRAGMiddleware(reflection_lm(), **kwargs)
+
+
+def test_the_bars_come_from_the_model_s_calibration_as_the_chain_s_do(tmp_path):
+    lm = load_reflection_lm(FakeLogprobsChatModel(), calibration_dir=tmp_path)
+    AbstentionCalibration(Path(lm.model_path).name, 0.7, 0.4).save(sidecar_path(lm.model_path))
+    middleware = SelfRAGMiddleware(lm, tools=[retriever_tool(PARIS)])
+    assert (middleware.isrel_bar, middleware.issup_bar) == (0.7, 0.4)
+    chain_config = SelfRAGChain(lm).config
+    assert (chain_config.abstain_isrel, chain_config.abstain_issup) == (0.7, 0.4)
+    assert middleware.tool_names == {"search"}
 
 
 @pytest.mark.parametrize("lm, message", [(None, "needs a reflection model"),
