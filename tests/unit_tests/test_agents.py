@@ -285,6 +285,22 @@ def test_bad_settings_are_one_clear_error(kwargs, message):
         SelfRAGMiddleware(reflection_lm(), **kwargs)
 
 
+def test_a_chat_model_with_log_probabilities_is_the_reflection_model(tmp_path):
+    chat = FakeLogprobsChatModel(script=[
+        (r"Answer: The capital of France is Paris(?s:.*)support the answer", "Yes",
+         {"Yes": 0.9, "Partially": 0.05, "No": 0.05}),
+        (r"Paris is the capital(?s:.*)state the answer", "Yes", {"Yes": 0.9, "No": 0.1})])
+    lm = load_reflection_lm(chat, calibration_dir=tmp_path)
+    middleware = SelfRAGMiddleware(lm, abstain_isrel=0.5, abstain_issup=0.5)
+    kept = run(agent_with([search(), AIMessage("The capital of France is Paris.")], [retriever_tool(BANANA, PARIS)],
+                          middleware))
+    assert next(m for m in kept if isinstance(m, ToolMessage)).artifact == [PARIS]
+    assert kept[-1].response_metadata["selfrag"]["citations"] == [PARIS]
+    replaced = run(agent_with([search(), AIMessage("The capital of France is Lyon.")], [retriever_tool(PARIS)],
+                              middleware))[-1]
+    assert replaced.content.startswith(ABSTAIN_ANSWER) and "IsSup 0.20" in replaced.content
+
+
 def test_the_bars_come_from_the_model_s_calibration_as_the_chain_s_do(tmp_path):
     lm = load_reflection_lm(FakeLogprobsChatModel(), calibration_dir=tmp_path)
     AbstentionCalibration(Path(lm.model_path).name, 0.7, 0.4).save(sidecar_path(lm.model_path))
