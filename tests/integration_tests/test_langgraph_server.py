@@ -17,6 +17,8 @@ from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[2]
 GRAPHS = ROOT / "graphs"
+#: The model the JSON-context runs name: the small bundled one (on the default their three runs were half the file's CPU)
+SMALL = "selfrag-smollm2-135m"
 
 
 def extra_requirements(extras: dict[str, list[str]], name: str) -> list[str]:
@@ -120,14 +122,20 @@ def test_the_server_serves_the_trained_bundled_model(server: tuple[str, Path]) -
 
 @pytest.mark.slow
 def test_a_run_on_the_server_uses_the_json_context(server: tuple[str, Path]) -> None:
+    """Settings and the model named in the run's JSON context reach the graph (the small bundled model: what is
+    checked here is the context, not the model; the test above runs the default)."""
     from langgraph_sdk import get_sync_client
 
-    client = get_sync_client(url=server[0], api_key=None)
+    from langchain_selfrag import bundled
+
+    url, log = server
+    client = get_sync_client(url=url, api_key=None)
     question = {"question": "Who first climbed Mount Travik?"}
     # The paper's settings as JSON context: every candidate is kept, so the trace shows each of k.
-    paper = {"abstain_isrel": 0, "abstain_issup": 0, "abstain_closed_book": False}
+    paper = {"model": SMALL, "abstain_isrel": 0, "abstain_issup": 0, "abstain_closed_book": False}
     outs = {k: client.runs.wait(None, "selfrag", input=question, config={"recursion_limit": 64},
                                 context={"mode": "always", "k": k, "max_new_tokens": 8, **paper}) for k in (2, 1)}
+    assert f"reflection LM loaded from {bundled.cached_gguf_path(bundled.bundle_dir(SMALL))}" in log.read_text()
     for k, out in outs.items():
         assert isinstance(out["answer"], str) and out["retrieved"] is True
         assert len(out["passages"]) == k and len(out["trace"]) == k  # k reached the graph as runtime context
@@ -139,5 +147,6 @@ def test_a_run_on_the_server_uses_the_json_context(server: tuple[str, Path]) -> 
         selected = [t for t in out["trace"] if t["selected"]]
         assert len(selected) == 1
     assert outs[2]["passages"][0]["metadata"]["source"] == "travik.txt"  # from the store built in tmp
-    never = client.runs.wait(None, "selfrag", input=question, context={"mode": "never", "max_new_tokens": 4})
+    never = client.runs.wait(None, "selfrag", input=question, context={"model": SMALL, "mode": "never",
+                                                                      "max_new_tokens": 4})
     assert never["retrieved"] is False and never["passages"] == [] and len(never["trace"]) == 1
