@@ -17,7 +17,7 @@ from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[2]
 GRAPHS = ROOT / "graphs"
-#: The model the JSON-context runs name: the small bundled one (on the default their three runs were half the file's CPU)
+#: The model the JSON-context runs name: the small bundled one (on the default, their runs were half the file's CPU)
 SMALL = "selfrag-smollm2-135m"
 
 
