@@ -11,7 +11,6 @@ import importlib.util
 import json
 import math
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -28,8 +27,6 @@ from langchain_selfrag import tokens as T
 from langchain_selfrag.abstention import bars_for
 from langchain_selfrag.lm import ReflectionLMError, load_reflection_lm, resolve_backend
 from langchain_selfrag.lm.remote import RemoteReflectionLM
-
-ROOT = Path(__file__).resolve().parents[2]
 
 #: Remote vs local: the same llama.cpp build and GGUF. Single-token candidates (forced with
 #: logit_bias after the prompt) agree to float noise: measured worst 1.8e-6 absolute. A candidate
@@ -333,7 +330,7 @@ def test_greedy_generation_equals_the_local_backend(remote: RemoteReflectionLM, 
 @needs_server
 @pytest.mark.slow
 def test_selfrag_ask_through_the_server_gives_the_local_answer(tmp_path: Path, server_url: str,
-                                                              gguf: tuple[str, Path]) -> None:
+                                                              gguf: tuple[str, Path], capsys) -> None:
     if gguf[0] == "smollm2":
         pytest.skip("the end-to-end run needs only one model: the bundled one")
     docs = tmp_path / "docs"
@@ -348,23 +345,25 @@ def test_selfrag_ask_through_the_server_gives_the_local_answer(tmp_path: Path, s
     }
     for name, text in facts.items():
         (docs / name).write_text(text)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False"}
-
-    def selfrag(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "langchain_selfrag.cli", *args], check=False,
-                              capture_output=True, text=True, timeout=900, cwd=ROOT, env=env)
-
     from langchain_selfrag.cli import main
+    from langchain_selfrag.graph.context import default_lm
 
     store = tmp_path / "store"
-    assert main(["index", str(docs), "--store", str(store), "--quiet"]) == 0  # in this process: the asks are compared
+    assert main(["index", str(docs), "--store", str(store), "--quiet"]) == 0
+    capsys.readouterr()
     question = "Who designed the Zorblax Tower?"
     answers = {}
-    for model in (str(gguf[1]), server_url):
-        done = selfrag("ask", question, "--model", model, "--store", str(store), "--k", "3",
-                       "--max-new-tokens", "24", "--json")
-        assert done.returncode == 0, done.stderr
-        answers[model] = json.loads(done.stdout)
+    # `selfrag ask` run by its main in this process (a subprocess costs seconds of imports; test_cli.py runs the
+    # command itself), once on the file and once through the server
+    try:
+        for model in (str(gguf[1]), server_url):
+            code = main(["ask", question, "--model", model, "--store", str(store), "--k", "3",
+                         "--max-new-tokens", "24", "--json"])
+            out, err = capsys.readouterr()
+            assert code == 0, err
+            answers[model] = json.loads(out)
+    finally:
+        default_lm.cache_clear()  # the models the asks loaded are not kept for later tests (nor the server's URL)
     ours, theirs = answers[server_url], answers[str(gguf[1])]
     print(f"remote answer {ours['answer']!r} (retrieved={ours['retrieved']}), local {theirs['answer']!r}")
     assert ours["answer"] == theirs["answer"]
