@@ -23,6 +23,8 @@ from langchain_selfrag import tokens as T
 from langchain_selfrag.lm import ChatModelError, ChatReflectionLM, load_reflection_lm
 from langchain_selfrag.prompts import format_prompt, with_evidence
 
+from .test_cli import in_process
+
 langchain_openai = pytest.importorskip("langchain_openai", reason="needs the openai extra")
 pytest.importorskip("llama_cpp.server", reason="needs the server extra")
 
@@ -204,15 +206,21 @@ def test_calibrate_fits_bars_for_the_chat_model_and_chains_over_it_find_them(ser
             os.environ["SELFRAG_CACHE_DIR"] = saved
 
 
-def test_the_command_line_says_what_failed_in_one_line(fake_server, tmp_path: Path) -> None:
+def test_the_command_line_says_what_failed_in_one_line(fake_server, tmp_path: Path, monkeypatch, capsys) -> None:
+    """By selfrag's main in this process (an interpreter per ask costs seconds of imports)."""
+    from langchain_selfrag.graph.context import chat_lm
+
     url, handler = fake_server
     handler.reply = (200, completion({"role": "assistant", "content": "Yes"}))
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OPENAI_API_KEY": ""}
-    for base in (url, f"http://127.0.0.1:{free_port()}/v1"):
-        done = subprocess.run([sys.executable, "-m", "langchain_selfrag.cli", "ask", "Who climbed Mount Travik?",
-                               "--chat-model", "openai:smollm2", "--base-url", base, "--mode", "never"],
-                              env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
-        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
-        assert f"selfrag: error: ChatOpenAI 'smollm2' at {base}" in done.stderr
-        if base == url:  # the server without log-probabilities: the line says so
-            assert "returned no token log-probabilities" in done.stderr, done.stderr[-2000:]
+    monkeypatch.setenv("OPENAI_API_KEY", "")
+    monkeypatch.chdir(tmp_path)
+    try:
+        for base in (url, f"http://127.0.0.1:{free_port()}/v1"):
+            code, err = in_process(capsys, "ask", "Who climbed Mount Travik?", "--chat-model", "openai:smollm2",
+                                   "--base-url", base, "--mode", "never")
+            assert code == 2 and "Traceback" not in err, err[-2000:]
+            assert f"selfrag: error: ChatOpenAI 'smollm2' at {base}" in err
+            if base == url:  # the server without log-probabilities: the line says so
+                assert "returned no token log-probabilities" in err, err[-2000:]
+    finally:
+        chat_lm.cache_clear()  # the chat models of these servers are not kept for later tests
