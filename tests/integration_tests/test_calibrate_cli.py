@@ -14,7 +14,7 @@ from langchain_selfrag.chain import SelfRAGChain
 from langchain_selfrag.lm import load_reflection_lm
 from langchain_selfrag.retrieval import open_store
 
-from .test_cli import selfrag
+from .test_cli import in_process, selfrag
 
 DOCS = {
     "fastcsv.md": "# fastcsv\n\nfastcsv is a library for reading CSV files quickly.\n\n```\npip install fastcsv\n```\n\n"
@@ -63,12 +63,15 @@ def test_calibrate_writes_beside_the_model_and_chains_use_it(tmp_path: Path, sto
 
 
 @pytest.mark.slow
-def test_calibrate_refuses_an_empty_store_and_a_question_file_without_answers(tmp_path: Path, store: Path) -> None:
-    done = selfrag("calibrate", "--store", str(tmp_path / "missing"))
-    assert done.returncode == 2 and done.stderr.startswith("selfrag: error:") and "Traceback" not in done.stderr
-    done = selfrag("calibrate", "--store", str(tmp_path / "missing"), "--judge", str(tmp_path / "judge.gguf"))
-    assert done.returncode == 2 and "--judge was removed" in done.stderr and "Traceback" not in done.stderr
+def test_calibrate_refuses_an_empty_store_and_a_question_file_without_answers(tmp_path: Path, store: Path,
+                                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    # by selfrag's main in this process (each interpreter costs seconds of imports; the test above runs the command)
+    code, err = in_process(capsys, "calibrate", "--store", str(tmp_path / "missing"))
+    assert code == 2 and err.startswith("selfrag: error:") and "Traceback" not in err
+    code, err = in_process(capsys, "calibrate", "--store", str(tmp_path / "missing"), "--judge",
+                           str(tmp_path / "judge.gguf"))
+    assert code == 2 and "--judge was removed" in err and "Traceback" not in err
     bad = tmp_path / "q.jsonl"
     bad.write_text(json.dumps({"question": "What is the capital of France?"}) + "\n")
-    done = selfrag("calibrate", "--store", str(store), "--questions", str(bad))
-    assert done.returncode == 2 and "no answerable question" in done.stderr
+    code, err = in_process(capsys, "calibrate", "--store", str(store), "--questions", str(bad))
+    assert code == 2 and "no answerable question" in err
