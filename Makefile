@@ -37,6 +37,9 @@ PYTEST_ARGS ?=
 # process), each taking whole test files so that a file's servers and models start once, the longest
 # files first (tests/conftest.py LONGEST_FIRST; xdist's own reorder by test count is off).
 PYTEST_WORKERS ?= auto
+# Each test file's CPU time against tests/file_budgets.toml (tests/support/file_budgets.py): report (print the
+# slowest files and those over budget), enforce (fail the run when a file is over), record (write the seconds back).
+FILE_BUDGETS ?= report
 FLOORS_VENV ?= .venv-floors
 # LangGraph's server (the `serve` extra) pins protobuf<7, which breaks transformers' SentencePiece
 # conversion: it gets a venv of its own, as a deployment would, used by the LangGraph server test.
@@ -144,7 +147,7 @@ test-venvs:
 
 test: test-venvs
 	HF_HUB_OFFLINE=1 SELFRAG_SERVE_PYTHON=$(SERVE_VENV)/bin/python $(VLLM_ENV) $(BIN)/python -m pytest \
-		-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+		-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --file-budgets=$(FILE_BUDGETS) $(PYTEST_ARGS)
 
 # Every dependency at the floor pyproject.toml declares (.ci/min_versions.py), then the fast tests.
 # The `serve` and `server` extras (the LangGraph and llama.cpp servers, for loopback tests that skip

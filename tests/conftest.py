@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from eval_rows import write_rows
 from file_budgets import add_option as add_budget_option
+from file_budgets import load_budgets
 from file_budgets import register as register_file_budgets
 
 # The suite starts dozens of Python processes (subprocess tests, servers, xdist workers), most of them importing
@@ -134,23 +135,10 @@ def pytest_configure(config):
     register_file_budgets(config, FILE_BUDGETS)
 
 
-#: The test files that take longest (``--durations`` of the integration suite, 2026-11-29, two workers on 2 cores: the
-#: vLLM file about 250 s of one worker, the next ones 60-190 s), run first: ``make test`` hands whole files to its
-#: workers in collection order (``--dist loadfile --no-loadscope-reorder``), and a long file handed out last keeps one
-#: worker busy after the others have finished.
-LONGEST_FIRST = (
-    "integration_tests/test_lm_vllm.py", "integration_tests/test_chat_models_quickstart.py",
-    "integration_tests/test_docs_examples.py", "integration_tests/test_abstention.py",
-    "integration_tests/test_calibrate_cli.py", "integration_tests/test_cli.py",
-    "integration_tests/test_lm_llamacpp.py", "integration_tests/test_concurrent_serving.py",
-    "integration_tests/test_lm_remote.py", "integration_tests/test_bundled_end_to_end.py",
-    "integration_tests/test_question_layout_model.py", "training/test_training_sft.py",
-    "integration_tests/test_quiet.py", "integration_tests/test_passage_budget.py",
-    "integration_tests/test_relevance_head.py", "integration_tests/test_shutdown.py",
-    "integration_tests/test_bundled_build.py", "integration_tests/test_chat_reflection_server.py",
-    "integration_tests/test_decoding_guard.py", "integration_tests/test_torch_free_runtime.py",
-    "integration_tests/test_langgraph_server.py",
-)
+#: The test files, most recorded seconds first (:data:`FILE_BUDGETS`): ``make test`` hands whole files to its workers
+#: in collection order (``--dist loadfile --no-loadscope-reorder``), and a long file handed out last keeps one worker
+#: busy after the others have finished.
+LONGEST_FIRST = load_budgets(FILE_BUDGETS).longest_first()
 
 
 def _longest_first(item) -> int:

@@ -13,17 +13,21 @@ TESTS = Path(__file__).resolve().parents[1]
 TABLE = TESTS / "file_budgets.toml"
 
 
-def test_the_recorded_seconds_fit_the_suite_s_fifteen_minutes() -> None:
+def test_the_recorded_seconds_add_up_to_suite_s_at_most() -> None:
     budgets = load_budgets(TABLE)
-    assert budgets.suite_s <= 2 * 15 * 60  # two workers for 15 minutes at most
     total = sum(budgets.seconds.values())
     assert total <= budgets.suite_s, (f"the files' recorded CPU seconds add up to {total:.0f}, over the suite's "
                                       f"{budgets.suite_s:.0f}: make a file faster before adding seconds to one")
 
 
-def test_the_table_lists_test_files() -> None:
+def test_the_table_lists_test_files_and_orders_the_suite() -> None:
+    from tests import conftest
+
     budgets = load_budgets(TABLE)
-    assert budgets.seconds and all(f.endswith(".py") and Path(f).name.startswith("test_") for f in budgets.seconds)
+    assert all(f.endswith(".py") and Path(f).name.startswith("test_") for f in budgets.seconds)
+    assert conftest.LONGEST_FIRST == budgets.longest_first()
+    seconds = [budgets.seconds[f] for f in conftest.LONGEST_FIRST]
+    assert seconds == sorted(seconds, reverse=True)
 
 
 def test_the_table_reads_back_as_written(tmp_path: Path) -> None:
