@@ -65,9 +65,10 @@ KEEP_OUT_ARTICLES = ("Packet_switching", "1973_oil_crisis", "Computational_compl
 _HOW = re.compile(r"^\s*(how|why|in what way)\b(?!\s+(many|much|long|old|far|large|big|often|tall|high|deep|wide))", re.I)
 
 
-def suite_packages() -> set[str]:
-    """Distribution names of the trust suite's documentation (never trained on)."""
-    return {normalise(p.stem) for p in (TRUST / "docs").glob("*/*") if p.suffix in (".md", ".rst", ".txt")}
+def suite_packages(sources: Path = TRUST / "docs" / "sources.json") -> set[str]:
+    """Distribution names of the trust suite's documentation (never trained on), as its sources list them
+    (``benchmarks/trust/docs/sources.json``: a package has several files, named ``<package>-<what>.<ext>``)."""
+    return {normalise(row["package"]) for row in json.loads(sources.read_text(encoding="utf-8"))["files"]}
 
 
 def chunk_texts(files: Mapping[str, str], tag: str) -> dict[str, list[Passage]]:
