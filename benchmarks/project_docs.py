@@ -31,7 +31,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from benchmarks.record import Run  # noqa: E402
 from langchain_selfrag.config import ANSWER_FORMS  # noqa: E402
-from langchain_selfrag.evaluation.qa.metrics import token_f1  # noqa: E402
+from langchain_selfrag.evaluation.qa.metrics import EXPLAINED_F1, explanation_f1  # noqa: E402
 
 QUESTIONS = ROOT / "benchmarks" / "trust" / "project_docs" / "questions.json"
 #: The folder the questions are about: what ``make demo`` indexes.
@@ -53,13 +53,14 @@ def load_questions(path: Path = QUESTIONS, corpus: Path = CORPUS) -> list[dict[s
     return rows
 
 
-def judge(row: Mapping[str, Any], abstained: bool, answer: str, cited: Sequence[str], min_f1: float = 0.5
-          ) -> dict[str, Any]:
-    """One question's outcome: ``handled`` (explained / abstained as wanted) and why."""
+def judge(row: Mapping[str, Any], abstained: bool, answer: str, cited: Sequence[str],
+          min_f1: float = EXPLAINED_F1) -> dict[str, Any]:
+    """One question's outcome: ``handled`` (explained / abstained as wanted) and why. Each gold sentence
+    is an answer of its own (the best F1 with any one of a cited document's)."""
     if row["kind"] == "near_miss":
         return {"handled": abstained, "f1": None, "cites_source": None}
     golds = [a for a in row["answers"] if a["source"] in cited]
-    f1 = max((token_f1(answer, a["sentence"]) for a in golds), default=0.0)
+    f1 = explanation_f1(answer, [a["sentence"] for a in golds], together=False)
     return {"handled": (not abstained) and bool(golds) and f1 >= min_f1, "f1": round(f1, 3), "cites_source": bool(golds)}
 
 
@@ -82,7 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--model", help="GGUF file or HF model dir (default: the bundled selfrag-smollm2-135m)")
     ap.add_argument("--corpus", type=Path, default=CORPUS, help="the folder the questions are about")
     ap.add_argument("--questions", type=Path, default=QUESTIONS)
-    ap.add_argument("--min-f1", type=float, default=0.5, help="token F1 with the source's sentence that explains")
+    ap.add_argument("--min-f1", type=float, default=EXPLAINED_F1,
+                    help="token F1 with the source's sentence that explains")
     ap.add_argument("--paper", action="store_true",
                     help="SelfRAGConfig.paper() (never abstain on evidence): what the model answers without its bars")
     ap.add_argument("--answer-form", choices=ANSWER_FORMS,

@@ -14,7 +14,8 @@ order (:func:`loss_bucket`; IsRel "under the bar" means under
 :func:`~langchain_selfrag.graph.nodes.abstain.relevance_bar` of the run's bars: ``abstain_isrel``, or
 0.5 when that is off, the bar that makes a passage count as relevant):
 
-1. ``right``: answered, a gold answer in the answer and its document cited;
+1. ``right``: answered, a gold answer in the answer (for a how-to, explanation or instruction
+   question: its gold sentences, :func:`answer_right`) and its document cited;
 2. ``wrong_kept``: answered, not right (a wrong answer kept, whatever went wrong before);
 3. ``retrieval``: abstained, and nothing was read (the run chose not to retrieve, or found nothing);
 4. ``not_ranked``: abstained, and the record has no gold ranks (none recorded, re-indexed, or the
@@ -50,7 +51,7 @@ from typing import Any
 
 from langchain_selfrag.config import SelfRAGConfig
 from langchain_selfrag.evaluation.qa import abstention as A
-from langchain_selfrag.evaluation.qa.metrics import match
+from langchain_selfrag.evaluation.qa.metrics import EXPLAINED_F1, explanation_f1, match
 from langchain_selfrag.graph.nodes.abstain import ABSTAIN_ANSWER, relevance_bar
 
 #: How deep the store is searched for the first gold chunk (``gold_rank_store``).
@@ -65,10 +66,28 @@ ABSTAIN_BUCKETS = ("abstained", "wrong_kept")
 
 # --- answers and what they are worth ---------------------------------------------------------------
 
+#: Question types whose answer is an explanation, scored against gold sentences (``sentences``) rather
+#: than short answers; a question without ``type`` is a factoid.
+EXPLAINING_TYPES = ("howto", "explanation", "instruction")
+
+
+def question_type(r: Mapping[str, Any]) -> str:
+    """The record's question type: ``factoid`` unless it says ``howto``, ``explanation`` or ``instruction``."""
+    return str(r.get("type") or "factoid")
+
+
 def answer_right(r: Mapping[str, Any], answer: str, cited: Iterable[str]) -> bool:
-    """A gold answer occurs in the answer (SQuAD normalisation) and the gold document is cited."""
-    return (bool(match(answer or "", r.get("answers") or []))
-            and (r.get("source") is None or r["source"] in set(cited)))
+    """The gold document is cited, and for a factoid a gold answer occurs in the answer (SQuAD
+    normalisation); for a how-to, explanation or instruction question the answer's token F1 with its
+    gold sentences (any one, or all together) is at least :data:`EXPLAINED_F1`, as ``project_docs.py``
+    scores an explanation."""
+    if question_type(r) in EXPLAINING_TYPES:
+        if not r.get("sentences"):
+            raise ValueError(f"{question_type(r)} question {r.get('question')!r} has no gold sentences")
+        said = explanation_f1(answer or "", r["sentences"]) >= EXPLAINED_F1
+    else:
+        said = bool(match(answer or "", r.get("answers") or []))
+    return said and (r.get("source") is None or r["source"] in set(cited))
 
 
 def chosen_candidate(r: Mapping[str, Any]) -> Mapping[str, Any] | None:

@@ -1,8 +1,9 @@
 """Trust suite: on several kinds of text, does the chain answer what the documents state and abstain on
 what they do not?
 
-Kinds (``benchmarks/trust/``): ``docs`` (package READMEs as published on PyPI: markdown and
-reStructuredText with badges, links and code, written by other people), ``news`` (news reports of
+Kinds (``benchmarks/trust/``): ``docs`` (22 packages' documentation as their authors wrote it: READMEs as
+published on PyPI, and command-line pages, guides, API pages and changelogs from their sdists; markdown and
+reStructuredText with badges, links and code; ``trust/docs/SOURCES.md``), ``news`` (news reports of
 invented events), ``invented`` (short invented fact sheets: the project's two invented corpora) and
 ``squad`` (SQuAD 2.0 Wikipedia articles: ten of the train split in ``benchmarks/trust/squad`` validate, four
 of ``../shared/data`` test; the test part is skipped without it). Each kind has a ``validation`` part
@@ -16,6 +17,12 @@ those holding no gold answer: RGB's noise-only test; right = abstained), and for
 ``unanswerable`` (SQuAD 2.0's unanswerable questions of the same articles: ``--n-squad`` // 2 unless
 ``--n-squad-unanswerable`` says; the validation part's 348 come from two of its ten articles, see
 ``trust/squad/SOURCES.md``).
+
+The docs kind's answerable questions have a ``type``: ``factoid`` (the default: right as above),
+``howto`` ("How do I..."), ``explanation`` ("How does...", "Why...") or ``instruction`` ("Explain...",
+"Describe..."), whose gold is the document's own ``sentences``: right = the answer's token F1 with them
+(any one, or all together) at least 0.5, as ``project_docs.py`` scores an explanation, and that document
+cited (:func:`~benchmarks.trust_loss.answer_right`). The summary counts each type apart (``types``).
 
 Beside each part's share, the summary gives each kind's ``relevance_separation`` (per part, the AUC of
 the best IsRel of answerable questions against that part's: what abstention has to work with) and
@@ -79,6 +86,7 @@ from langchain_selfrag.evaluation.qa.metrics import normalize_answer
 from langchain_selfrag.graph.nodes.abstain import bar
 
 from benchmarks.trust_loss import (
+    EXPLAINING_TYPES,
     STORE_DEPTH,
     answer_right,
     candidate_given,
@@ -86,6 +94,7 @@ from benchmarks.trust_loss import (
     format_loss_table,
     has_ranks,
     loss_table,
+    question_type,
     rank_fields,
     reindexed_ranks,
     replay_misses,
@@ -395,6 +404,28 @@ def part_rate(records: Sequence[Mapping[str, Any]], part: str) -> dict[str, Any]
             **({"bar": BARS[part], "holds": bool(rows) and hits / len(rows) >= BARS[part]} if part in BARS else {})}
 
 
+#: Question types, in the order the summary gives them (``question_type``: a question without ``type`` is a factoid).
+QUESTION_TYPES = ("factoid", *EXPLAINING_TYPES)
+
+
+def type_rates(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per part whose questions are not all factoids (the docs kind's answerable and noise-only parts),
+    each question type's share right (:func:`handled_right`: a factoid by its gold answers, a how-to,
+    explanation or instruction question by its gold sentences), counted apart."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for part in PARTS:
+        rows = [r for r in records if r["part"] == part]
+        if not any(question_type(r) != "factoid" for r in rows):
+            continue
+        out[part] = {}
+        for kind in QUESTION_TYPES:
+            typed = [r for r in rows if question_type(r) == kind]
+            if typed:
+                hits = sum(handled_right(r) for r in typed)
+                out[part][kind] = {"n": len(typed), "right": hits, "rate": hits / len(typed)}
+    return out
+
+
 def _answerable_share(records: Sequence[Mapping[str, Any]], right: Callable[[Mapping[str, Any]], bool]) -> dict[str, Any]:
     rows = [r for r in records if r["part"] == "answerable"]
     hits = sum(bool(right(r)) for r in rows)
@@ -441,7 +472,7 @@ def summarize(records: Sequence[Mapping[str, Any]], *, confidence: str = "chain"
         answerable_only["selective_accuracy_at_0.6"] = selective_accuracy_at(answerable_items, 0.6)
         kinds[kind] = {"parts": parts, "reader_ceiling": reader_ceiling(rows),
                        "candidate_ceiling": candidate_ceiling(rows), "relevance_separation": relevance_separation(rows),
-                       "selective": selective,
+                       "selective": selective, **({"types": types} if (types := type_rates(rows)) else {}),
                        "answerable_only": {k: answerable_only[k] for k in ("coverage", "selective_accuracy", "aurc",
                                                                             "aurc_optimal", "selective_accuracy_at_0.6")}}
     timed = [r["seconds"] for r in records if isinstance(r.get("seconds"), (int, float))]
@@ -646,6 +677,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         separation = ", ".join(f"{p} {v['auc']:.2f}" for p, v in entry["relevance_separation"].items())
         print(f"{kind:9s} {parts} ({ceilings})  | coverage {fmt(sel['coverage'])} sel.acc {fmt(sel['selective_accuracy'])} "
               f"F1_RG {fmt(sel['f1_rg'])} AURC {fmt(sel['aurc'])} | best-IsRel AUC against {separation}")
+        for part, types in entry.get("types", {}).items():
+            counts = "  ".join(f"{t} {v['right']}/{v['n']}" for t, v in types.items())
+            print(f"{'':9s} {part} by question type: {counts}")
     rescore = "" if not args.rescore_bars else \
         (" (re-scored at IsRel >= {abstain_isrel:g}, IsSup >= {abstain_issup:g}; records whose own abstention the "
          "replay does not reproduce: {own_bars_not_reproduced})").format(**summary["rescored_at"])

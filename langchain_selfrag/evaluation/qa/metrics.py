@@ -57,6 +57,21 @@ def token_f1(prediction: str, gold: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+#: Token F1 with a gold sentence at which an answer reads as that sentence: an explanation, not a span
+#: (``benchmarks/project_docs.py`` and the trust suite's how-to, explanation and instruction questions).
+EXPLAINED_F1 = 0.5
+
+
+def explanation_f1(prediction: str, sentences: Sequence[str], *, together: bool = True) -> float:
+    """Token F1 of an answer with the gold sentences that explain: the best over each sentence alone and,
+    with ``together`` and several sentences, over all of them joined in their order (an answer may give
+    them all). 0.0 without sentences."""
+    golds = [s for s in sentences if s.strip()]
+    if together and len(golds) > 1:
+        golds.append(" ".join(golds))
+    return max((token_f1(prediction, s) for s in golds), default=0.0)
+
+
 def f1(prediction: str, golds: Sequence[str]) -> float:
     """Max token F1 over gold answers; with no gold answers, 1.0 iff the prediction is empty."""
     if not golds:
