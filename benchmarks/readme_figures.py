@@ -474,6 +474,37 @@ def render_chat_model_trust() -> str:
             "files, the same questions):\n\n" + "\n".join(rows) + fitted)
 
 
+def _handled(figure: dict[str, Any]) -> str:
+    parts = figure["parts"]
+    cell = lambda p: (lambda e: f"{e['right']}/{e['n']}" if e else "-")(parts.get(p))
+    return f"{cell('answerable')}, {cell('near_miss')}" + (" (bars met)" if figure.get("meets") else "")
+
+
+def render_chat_model_bars() -> str:
+    """The bars shipped for chat models without a calibration of their own, and on each chat model's test part
+    those fitted without it beside the generic bars and its own validation fit."""
+    data = result("chat_model_bars")
+    f = data["figures"]
+    bars = f["pooled_bars"]
+    rows = ["| chat model | bars fitted without it (IsRel, IsSup): answerable right, near misses abstained | "
+            "shipped bars | generic bars (0.5, 0.25) | its own validation bars |", "|---|---|---|---|---|"]
+    for model, entry in f["per_model"].items():
+        t = entry.get("test")
+        if not t:
+            continue
+        own, out = t["own_validation"], t["left_out"]
+        rows.append(f"| `{model}` | ({out['abstain_isrel']:g}, {out['abstain_issup']:g}): {_handled(out)} | "
+                    f"{_handled(t['pooled'])} | {_handled(t['generic'])} | "
+                    f"({own['abstain_isrel']:g}, {own['abstain_issup']:g}): {_handled(own)} |")
+    b = f["bars"]
+    return (f"`{command(data)}` (`{rel(RESULTS_DIR / 'chat_model_bars.json')}`, plot "
+            f"`{rel(RESULTS_DIR / 'chat_model_bars.png')}`; measured {when(data)} on {machine(data)}): the shipped "
+            f"bars are IsRel >= {bars['abstain_isrel']:g} and IsSup >= {bars['abstain_issup']:g}, fitted on the "
+            f"validation part of {len(f['models'])} chat models pooled. On the test part (docs), per model: "
+            f"answerable questions right and cited, near misses abstained; \"bars met\" where near misses abstained "
+            f">= {b['near_miss']:g} and answerable right >= {b['answerable']:g}:\n\n" + "\n".join(rows))
+
+
 #: block name -> renderer
 BLOCKS: dict[str, Callable[[], str]] = {
     "retrieval_recall": render_retrieval_recall,
@@ -492,6 +523,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "model_cost_candidates": lambda: render_model_cost(candidates(family("model_cost"))),
     "format_reading": render_format_reading,
     "chat_model_trust": render_chat_model_trust,
+    "chat_model_bars": render_chat_model_bars,
 }
 
 
@@ -499,7 +531,8 @@ def block_files() -> set[str]:
     """The results files (by name) that the blocks of :data:`BLOCKS` are rendered from."""
     return {*CRITIQUE_FILES, *THROUGHPUT_FILES, "retrieval_recall", "embeddings", "embeddings_ops", "index_scale",
             "trust_suite", DEFAULT_MODEL_TRUST[0], *family("project_docs"), *family("trust_compare_"), *family("backend_agreement"),
-            *family("model_cost"), *family("format_reading"), *(name for name, _ in CHAT_MODEL_RUNS)}
+            *family("model_cost"), *family("format_reading"), *(name for name, _ in CHAT_MODEL_RUNS),
+            "chat_model_bars"}
 
 
 def figure_spec(spec: str) -> str:

@@ -8,7 +8,11 @@ irrelevant passages. So a model carries its own :class:`AbstentionCalibration`:
 * beside its file, ``<model file>.calibration.json`` (what ``selfrag calibrate`` writes);
 * the bundled model's ships in its folder (``abstention_calibration.json``) and names the model file
   it was fitted for;
-* a model with neither gets :data:`DEFAULT_BARS`: IsRel 0.5 (the model's own [Relevant] vs
+* a chat model asked the reflection questions (``ChatReflectionLM``) with no calibration of its own
+  gets the bars shipped for chat models (:data:`CHAT_MODELS_FILE`, fitted by
+  ``benchmarks/chat_model_bars.py`` on the trust suite's validation part over the chat models that run
+  offline here, each checked on the test part with bars fitted without it);
+* any other model with neither gets :data:`DEFAULT_BARS`: IsRel 0.5 (the model's own [Relevant] vs
   [Irrelevant] decision) and IsSup 0.25 (an answer the model judges more likely unsupported than
   supported, counting a partial support as half).
 
@@ -34,6 +38,10 @@ from .errors import SelfRAGError
 DEFAULT_BARS = {"abstain_isrel": 0.5, "abstain_issup": 0.25}
 #: Answer form of a model whose calibration names none: the model's own words.
 DEFAULT_ANSWER_FORM = "generated"
+#: Bars shipped for chat models asked the reflection questions that have no calibration of their own.
+CHAT_MODELS_FILE = Path(__file__).parent / "models" / "chat_models_calibration.json"
+#: The model that file names: any chat model without a calibration of its own.
+CHAT_MODELS_NAME = "chat models without a calibration of their own"
 #: Suffix of a calibration file written beside a model file.
 SIDECAR_SUFFIX = ".calibration.json"
 #: The bundled model's calibration, in its folder.
@@ -144,22 +152,44 @@ def calibration_for(model_path: str | Path | None) -> AbstentionCalibration | No
     return None
 
 
-def bars_for(lm: Any) -> tuple[dict[str, float], str]:
-    """``(bars, where from)`` for the model behind ``lm``: its calibration, else :data:`DEFAULT_BARS`."""
+def asks_questions(lm: Any) -> bool:
+    """Whether ``lm`` (through schedulers that wrap one) is a chat model asked the reflection questions."""
+    return bool(getattr(lm, "asks_reflection_questions", False))
+
+
+def chat_models_calibration() -> AbstentionCalibration:
+    """The bars shipped for chat models without a calibration of their own (:data:`CHAT_MODELS_FILE`)."""
+    return AbstentionCalibration.load(CHAT_MODELS_FILE)
+
+
+def calibration_of(lm: Any) -> AbstentionCalibration | None:
+    """The calibration the chain uses for ``lm``: its own (:func:`calibration_for`), else for a chat model
+    asked the reflection questions the shipped chat-model bars, else None."""
     cal = calibration_for(model_path_of(lm))
+    if cal is None and asks_questions(lm) and CHAT_MODELS_FILE.is_file():
+        return chat_models_calibration()
+    return cal
+
+
+def bars_for(lm: Any) -> tuple[dict[str, float], str]:
+    """``(bars, where from)`` for the model behind ``lm``: its calibration (a chat model's may be the
+    shipped chat-model bars), else :data:`DEFAULT_BARS`."""
+    cal = calibration_of(lm)
+    if cal is not None and cal.model == CHAT_MODELS_NAME:
+        return cal.bars, "bars shipped for chat models (no calibration for this model)"
     if cal is not None:
         return cal.bars, f"calibration of {cal.model}"
     return dict(DEFAULT_BARS), "defaults (no calibration for this model)"
 
 
 def calibrated_config(config: Any, lm: Any) -> Any:
-    """``config`` with each abstention bar left at None filled from the model's bars (:func:`bars_for`)
+    """``config`` with each abstention bar left at None filled from the model's bars (:func:`calibration_of`)
     and an ``answer_form`` left at None from its calibration (else :data:`DEFAULT_ANSWER_FORM`)."""
     unset = [name for name in DEFAULT_BARS if getattr(config, name) is None]
     if not unset and config.answer_form is not None:
         return config
     try:
-        cal = calibration_for(model_path_of(lm))
+        cal = calibration_of(lm)
     except CalibrationError:
         if unset:  # the bars must come from it: say what is wrong
             raise

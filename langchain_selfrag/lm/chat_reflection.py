@@ -90,6 +90,8 @@ class ChatReflectionLM:
 
     generates_in_batches = True
     has_reflection_vocab = True
+    #: Without a calibration of its own it takes the bars shipped for chat models (``abstention``).
+    asks_reflection_questions = True
 
     def __init__(self, model: Any, writer: Any = None, *, questions: ReflectionQuestions | None = None,
                  write_top: int | None = 1, max_concurrency: int = 4, top_logprobs: int = 10,

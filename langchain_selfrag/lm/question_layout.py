@@ -31,6 +31,10 @@ class QuestionLayoutLM(ChatReflectionLM):
     """``model`` (a backend of this package whose vocabulary holds the reflection tokens) asked one
     question per reflection group; options as :class:`ChatReflectionLM` (``write_top``...)."""
 
+    #: A Self-RAG model trained to answer in reflection tokens: its bars are its own calibration, never
+    #: those shipped for untrained chat models.
+    asks_reflection_questions = False
+
     def __init__(self, model: Any, *, questions: ReflectionQuestions | None = None, **options: Any) -> None:
         if not getattr(model, "has_reflection_vocab", False):
             raise ValueError(f"{type(model).__name__} has no reflection tokens in its vocabulary: "

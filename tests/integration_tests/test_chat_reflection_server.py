@@ -161,7 +161,7 @@ def test_a_server_error_reaches_the_chains_caller_as_the_librarys_error(fake_ser
 def test_calibrate_fits_bars_for_the_chat_model_and_chains_over_it_find_them(server_url: str, tmp_path: Path) -> None:
     """``selfrag calibrate --chat-model openai:NAME --base-url URL`` writes the bars under the chat model's key in
     the cache folder; a chain over the same chat model and server reads them, one over another server does not."""
-    from langchain_selfrag.abstention import DEFAULT_BARS, AbstentionCalibration, bars_for
+    from langchain_selfrag.abstention import AbstentionCalibration, bars_for, chat_models_calibration
     from langchain_selfrag.chain import SelfRAGChain
     from langchain_selfrag.graph.context import chat_lm
 
@@ -188,7 +188,8 @@ def test_calibrate_fits_bars_for_the_chat_model_and_chains_over_it_find_them(ser
     cal = AbstentionCalibration.load(out["path"])
     assert Path(out["path"]).parent == tmp_path / "cache" / "chat-models"
     assert cal.model.startswith("ChatOpenAI-smollm2-")
-    assert cal.bars != DEFAULT_BARS  # so the chain's bars below can only have come from this calibration
+    # so the chain's bars below can only have come from this calibration, not the bars shipped for chat models
+    assert cal.bars != chat_models_calibration().bars
     os.environ["SELFRAG_CACHE_DIR"], saved = str(tmp_path / "cache"), os.environ.get("SELFRAG_CACHE_DIR")
     try:
         chat_lm.cache_clear()
@@ -197,7 +198,8 @@ def test_calibrate_fits_bars_for_the_chat_model_and_chains_over_it_find_them(ser
         chain = SelfRAGChain(lm, lambda q: [])
         assert (chain.config.abstain_isrel, chain.config.abstain_issup) == (cal.abstain_isrel, cal.abstain_issup)
         other = chat_lm("openai:smollm2", server_url.replace("127.0.0.1", "localhost"))
-        assert bars_for(other)[1] == "defaults (no calibration for this model)"
+        assert bars_for(other) == (chat_models_calibration().bars,
+                                   "bars shipped for chat models (no calibration for this model)")
     finally:
         chat_lm.cache_clear()
         if saved is None:
