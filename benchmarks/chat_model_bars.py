@@ -30,9 +30,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.trust_loss import answer_right, would_be_answer  # noqa: E402
-from benchmarks.trust_suite import CALIBRATION_KIND, handled_right_at, read_records  # noqa: E402
-from langchain_selfrag.abstention import CHAT_MODELS_FILE, CHAT_MODELS_NAME, DEFAULT_BARS, AbstentionCalibration  # noqa: E402
+from benchmarks.trust_suite import calibration_rows, handled_right_at, read_records  # noqa: E402
+from langchain_selfrag.abstention import (  # noqa: E402
+    CHAT_MODELS_FILE,
+    CHAT_MODELS_NAME,
+    DEFAULT_BARS,
+    AbstentionCalibration,
+)
 from langchain_selfrag.calibrate.fit import calibration, choose  # noqa: E402
 
 
@@ -53,14 +57,8 @@ def load_runs(folders: Sequence[Path]) -> dict[str, dict[str, list[dict[str, Any
     return runs
 
 
-def fit_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Records as the calibration fit reads them (kind to handle, signals, whether the answer is right)."""
-    return [{"question": r["question"], "kind": CALIBRATION_KIND[r["part"]], "signals": r["signals"],
-             "right": r["part"] == "answerable" and answer_right(r, *would_be_answer(r))} for r in records]
-
-
 def bars_of(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    row, _ = choose(fit_rows(records))
+    row, _ = choose(calibration_rows(records))
     return {"abstain_isrel": float(row["abstain_isrel"]), "abstain_issup": float(row["abstain_issup"])}
 
 
@@ -79,7 +77,8 @@ def scored(records: Sequence[Mapping[str, Any]], bars: Mapping[str, float]) -> d
 
 def meets(figure: Mapping[str, Any], near_miss: float, answerable: float) -> bool:
     parts = figure["parts"]
-    return parts.get("near_miss", {}).get("rate", 0) >= near_miss and parts.get("answerable", {}).get("rate", 0) >= answerable
+    return (parts.get("near_miss", {}).get("rate", 0) >= near_miss
+            and parts.get("answerable", {}).get("rate", 0) >= answerable)
 
 
 def evaluate(runs: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]]]], *, near_miss: float = 0.8,
@@ -111,7 +110,7 @@ def shipped_calibration(runs: Mapping[str, Mapping[str, Sequence[Mapping[str, An
                         result: Mapping[str, Any], answer_form: str | None) -> AbstentionCalibration:
     """The pooled fit as the calibration the chain reads for a chat model with none of its own."""
     models = result["models"]
-    cal = calibration(fit_rows([r for m in models for r in runs[m]["validation"]]), CHAT_MODELS_NAME,
+    cal = calibration(calibration_rows([r for m in models for r in runs[m]["validation"]]), CHAT_MODELS_NAME,
                       fitted_on=f"trust suite, validation part (docs), pooled over {', '.join(models)}",
                       answer_form=answer_form)
     left_out = {m: {p: v["rate"] for p, v in e["test"]["left_out"]["parts"].items()}
@@ -164,7 +163,8 @@ def format_result(result: Mapping[str, Any]) -> list[str]:
     lines = [f"pooled bars over {len(result['models'])} models: IsRel >= {bars['abstain_isrel']:g}, "
              f"IsSup >= {bars['abstain_issup']:g}",
              "test part (docs): answerable right / near miss abstained at each model's bars",
-             f"{'model':40s} {'fitted without it':>26s} {'pooled':>18s} {'generic 0.5/0.25':>18s} {'own validation':>22s}"]
+             f"{'model':40s} {'fitted without it':>26s} {'pooled':>18s} {'generic 0.5/0.25':>18s} "
+             f"{'own validation':>22s}"]
     for m, entry in result["per_model"].items():
         test = entry.get("test")
         if not test:

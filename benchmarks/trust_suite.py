@@ -486,6 +486,12 @@ CALIBRATION_KIND = {"answerable": "answerable", "near_miss": "near_miss", "unans
                     "noise_only": "near_miss", "off_topic": "off_topic"}
 
 
+def calibration_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Records as the calibration fit reads them: the kind to handle, the signals, whether the answer is right."""
+    return [{"question": r["question"], "kind": CALIBRATION_KIND[r["part"]], "signals": r["signals"],
+             "right": r["part"] == "answerable" and answer_right(r, *would_be_answer(r))} for r in records]
+
+
 def fit_calibration(records: Sequence[Mapping[str, Any]], model: str, out: Path,
                     answer_form: str | None = None) -> AbstentionCalibration:
     """Choose the model's abstention bars on validation records (``selfrag calibrate``'s rule), write
@@ -495,8 +501,7 @@ def fit_calibration(records: Sequence[Mapping[str, Any]], model: str, out: Path,
 
     if any(r["split"] != "validation" for r in records):
         raise SystemExit("the bars are chosen on the validation part only")
-    rows = [{"question": r["question"], "kind": CALIBRATION_KIND[r["part"]], "signals": r["signals"],
-             "right": r["part"] == "answerable" and answer_right(r, *would_be_answer(r))} for r in records]
+    rows = calibration_rows(records)
     kinds = sorted({r["kind"] for r in records})
     fitted = calibration(rows, model, fitted_on=f"trust suite, validation part ({', '.join(kinds)})",
                          answer_form=answer_form)
