@@ -11,7 +11,7 @@ package). Its sources are anything :func:`~langchain_selfrag.retrieval.fetch_doc
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
@@ -34,11 +34,12 @@ def document_key(doc: Document) -> str:
 
 
 def reciprocal_rank_fusion(rankings: Sequence[Sequence[Document]], *, weights: Sequence[float] | None = None,
-                           rrf_k: int = RRF_K) -> list[Document]:
+                           rrf_k: int = RRF_K, key: Callable[[Document], str] = document_key) -> list[Document]:
     """Every document of ``rankings`` once, best fused score first.
 
     Ties keep first-seen order (earlier ranking, then earlier rank). A document found by several
-    rankings is returned as the first ranking had it (its metadata, not a merge).
+    rankings is returned as the first ranking had it (its metadata, not a merge). ``key`` says which
+    documents are the same (default :func:`document_key`).
     """
     if weights is None:
         weights = [1.0] * len(rankings)
@@ -51,13 +52,13 @@ def reciprocal_rank_fusion(rankings: Sequence[Sequence[Document]], *, weights: S
     for ranking, weight in zip(rankings, weights):
         seen: set[str] = set()
         for rank, doc in enumerate(ranking, start=1):
-            key = document_key(doc)
-            if key in seen:  # a ranking that repeats a document counts it at its best rank only
+            name = key(doc)
+            if name in seen:  # a ranking that repeats a document counts it at its best rank only
                 continue
-            seen.add(key)
-            first.setdefault(key, doc)
-            scores[key] = scores.get(key, 0.0) + weight / (rrf_k + rank)
-    return [first[key] for key in sorted(first, key=lambda key: -scores[key])]  # stable: ties keep first-seen order
+            seen.add(name)
+            first.setdefault(name, doc)
+            scores[name] = scores.get(name, 0.0) + weight / (rrf_k + rank)
+    return [first[name] for name in sorted(first, key=lambda name: -scores[name])]  # stable: ties keep first-seen order
 
 
 class FusionRetriever(BaseRetriever):

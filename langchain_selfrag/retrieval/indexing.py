@@ -1,4 +1,5 @@
-"""``selfrag index``: load, chunk and embed every file under a path into the store, and keep it in step."""
+"""``selfrag index``: load, chunk and embed every file under a path into the store and its lexical index, and
+keep both in step with the path."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
 from ..errors import NoDocumentsError
+from .hybrid import HybridStore, in_step, refill_lexical
 from .loading import load_file, scan_folder, split_documents
 from .records import SQLiteRecordManager
 from .store import DEFAULT_COLLECTION, DEFAULT_STORE, open_store, store_size
@@ -179,9 +181,12 @@ def index_path(path: str | os.PathLike, store: str | os.PathLike = DEFAULT_STORE
         return IndexReport(len(loaded), len(chunks), 0, skipped, plan, dry_run=True)
     if chroma_url is None and not dry_run:
         Path(store).mkdir(parents=True, exist_ok=True)
-    vs = open_store(store, embeddings=embeddings, collection=collection, must_exist=False, chroma_url=chroma_url)
+    vs = open_store(store, embeddings=embeddings, collection=collection, must_exist=False, chroma_url=chroma_url,
+                    lexical=not dry_run)
     manager = SQLiteRecordManager(_namespace(chroma_url, collection), record_file)
     try:
+        if isinstance(vs, HybridStore) and not in_step(vs.dense, vs.lexical):
+            refill_lexical(vs.dense, vs.lexical)
         size = store_size(vs)
         readable = record_file.is_file() or not dry_run  # a dry run makes no record file
         recorded = manager.count() if readable else 0
@@ -203,3 +208,5 @@ def index_path(path: str | os.PathLike, store: str | os.PathLike = DEFAULT_STORE
         return IndexReport(len(loaded), len(chunks), store_size(vs), skipped, plan)
     finally:
         manager.close()
+        if isinstance(vs, HybridStore):
+            vs.lexical.close()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sqlite3
+import warnings
 import weakref
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,7 @@ from langchain_core.vectorstores import VectorStore
 
 from ..errors import EmptyStoreError, StoreError, StoreTimeoutError
 from .embeddings import default_embeddings
+from .lexical import LEXICAL_FILE, LexicalIndex
 
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
@@ -96,8 +99,14 @@ def chroma_http_client(url: str, *, timeout: float | None = None) -> Any:
 
 def open_store(path: str | os.PathLike = DEFAULT_STORE, *, embeddings: Embeddings | None = None,
                collection: str = DEFAULT_COLLECTION, must_exist: bool = True,
-               chroma_url: str | None = None, chroma_timeout: float | None = None) -> VectorStore:
+               chroma_url: str | None = None, chroma_timeout: float | None = None, lexical: bool = True) -> VectorStore:
     """The Chroma store: embedded on disk at ``path``, or on the Chroma server at ``chroma_url``.
+
+    An embedded store comes with its lexical index (``lexical=True``): a
+    :class:`~.hybrid.HybridStore` that searches by embeddings and BM25 fused, its index in the
+    store's folder (:data:`~.lexical.LEXICAL_FILE`), made from the collection when it is missing or
+    does not hold as many chunks. A store on a Chroma server is searched by its embeddings alone: a
+    lexical index would be a file on this machine, which the server's other clients do not see.
 
     With ``chroma_url`` (``http[s]://HOST[:PORT]``, e.g. from ``chroma run``) ``path`` is ignored;
     each request to the server may take ``chroma_timeout`` seconds (default :func:`chroma_timeout`).
@@ -128,7 +137,28 @@ def open_store(path: str | os.PathLike = DEFAULT_STORE, *, embeddings: Embedding
     except Exception as exc:
         raise StoreError(f"cannot open collection {collection!r} of {where}: {exc}") from exc
     _CLIENTS[store] = (client, collection)
+    if chroma_url is None and lexical:
+        return _with_lexical(store, store_path / LEXICAL_FILE, collection)
     return store
+
+
+def _with_lexical(dense: VectorStore, path: Path, collection: str) -> VectorStore:
+    """The hybrid store over ``dense`` and its lexical index at ``path`` (refilled from the collection
+    when it holds another number of chunks); ``dense`` alone, with a warning, when the index cannot be
+    opened or written (a read-only folder)."""
+    from .hybrid import HybridStore, refill_lexical
+
+    try:
+        index = LexicalIndex(path, collection)
+        if index.count() != store_size(dense):
+            refill_lexical(dense, index)
+    except (sqlite3.Error, OSError) as exc:
+        warnings.warn(f"the lexical index {path} cannot be used ({exc}): the store is searched by its "
+                      "embeddings alone", stacklevel=3)
+        return dense
+    hybrid = HybridStore(dense, index)
+    _CLIENTS[hybrid] = _CLIENTS[dense]
+    return hybrid
 
 
 def _has_documents(client: Any, collection: str) -> bool:

@@ -1,4 +1,5 @@
-"""The store on a real Chroma server (``chroma run`` on 127.0.0.1): same passages as the embedded store."""
+"""The store on a real Chroma server (``chroma run`` on 127.0.0.1): same passages as the embedded store searched by
+its embeddings alone (the server has no lexical index)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from langchain_selfrag.cli import main
 from langchain_selfrag.errors import EmptyStoreError, StoreError
 from langchain_selfrag.graph.context import default_store, resolve_context
 from langchain_selfrag.retrieval import index_path, open_store, store_size
+from langchain_selfrag.retrieval.hybrid import HybridStore
 
 ROOT = Path(__file__).resolve().parents[2]
 #: chromadb 1.x serves the v2 API; the v1 heartbeat answers 410 Gone.
@@ -72,7 +74,8 @@ def test_server_and_embedded_stores_return_the_same_passages(chroma_url: str, in
     server = chromadb.HttpClient(host="127.0.0.1", port=int(chroma_url.rsplit(":", 1)[1]))
     assert server.get_collection("selfrag").count() == 4  # the chunks really live on the server
     remote = open_store(chroma_url=chroma_url)
-    local = open_store(indexed["store"])
+    local = open_store(indexed["store"], lexical=False)  # the embedded store by its embeddings alone
+    assert not isinstance(remote, HybridStore) and isinstance(open_store(indexed["store"]), HybridStore)
     assert store_size(remote) == store_size(local) == 4
     expected_top = ["travik.txt", "zorblat.md", "kessar.jsonl#1"]
     for question, top in zip(QUESTIONS, expected_top, strict=True):
@@ -106,7 +109,7 @@ def test_a_deleted_file_leaves_the_server_store_too(chroma_url: str, tmp_path: P
 
 def test_graph_context_and_env_reach_the_server(chroma_url: str, indexed: dict[str, str],
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    local = open_store(indexed["store"])
+    local = open_store(indexed["store"], lexical=False)  # the embedded store by its embeddings alone
     question = QUESTIONS[0]
     assert hits(default_store(chroma_url=chroma_url), question) == hits(local, question)
     monkeypatch.setenv("SELFRAG_CHROMA_URL", chroma_url)
@@ -125,7 +128,7 @@ def test_ask_over_the_server_cites_server_passages(chroma_url: str, indexed: dic
                    "--k", "2", "--max-new-tokens", "4", "--json")
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
-    local = open_store(indexed["store"])
+    local = open_store(indexed["store"], lexical=False)  # the embedded store by its embeddings alone
     assert [(p["source"], p["text"]) for p in out["passages"]] == [(s, t) for _, t, s in hits(local, QUESTIONS[1], 2)]
     assert out["retrieved"] is True and len(out["trace"]) == 2
 

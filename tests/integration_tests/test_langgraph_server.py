@@ -150,3 +150,7 @@ def test_a_run_on_the_server_uses_the_json_context(server: tuple[str, Path]) -> 
     never = client.runs.wait(None, "selfrag", input=question, context={"model": SMALL, "mode": "never",
                                                                       "max_new_tokens": 4})
     assert never["retrieved"] is False and never["passages"] == [] and len(never["trace"]) == 1
+    # An abstention comes back through the server with its reason (the model's own bars, from the context)
+    elbrus = client.runs.wait(None, "selfrag", input={"question": "When was Mount Elbrus first climbed?"},
+                              config={"recursion_limit": 64}, context={"model": SMALL, "k": 2, "max_new_tokens": 16})
+    assert elbrus["abstained"] is True and elbrus["abstain_reason"] and elbrus["citations"] == [], elbrus

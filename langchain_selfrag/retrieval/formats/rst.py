@@ -2,9 +2,10 @@
 
 Link targets, substitution definitions (badges), images, comments and raw HTML go; references keep
 their text; literal and code blocks keep theirs verbatim; tables become ``a | b`` rows; section
-titles set the section path and the document title becomes the title. Directives docutils does
-not know (Sphinx's ``toctree``, ``autoclass`` …) are dropped with their error messages; an
-unresolved reference or unknown role (``:func:`f```) keeps the text it names. ``include`` and
+titles set the section path and the document title becomes the title. Sphinx's documentation
+directives (``option``, ``function``, ``versionchanged`` …) keep their text (:mod:`.sphinx_directives`);
+other directives docutils does not know (``toctree``, ``autoclass`` …) are dropped with their error
+messages; an unresolved reference or unknown role (``:func:`f```) keeps the text it names. ``include`` and
 ``raw`` are disabled: indexing a file never reads another one.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 from docutils import nodes
 from docutils.core import publish_doctree
 
+from .sphinx_directives import sphinx_directives
 from .text import CleanText, TextBuilder
 
 _SETTINGS = {
@@ -111,7 +113,8 @@ class _Renderer:
 def render_rst(text: str, source: str = "<rst>") -> CleanText:
     """Clean text of a reStructuredText document."""
     settings: dict[str, Any] = dict(_SETTINGS, warning_stream=io.StringIO())
-    tree = publish_doctree(text, source_path=source, settings_overrides=settings)
+    with sphinx_directives():
+        tree = publish_doctree(text, source_path=source, settings_overrides=settings)
     renderer = _Renderer()
     title = next((c for c in tree.children if isinstance(c, nodes.title)), None)
     if title is not None:
