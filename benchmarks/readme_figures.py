@@ -529,6 +529,25 @@ def render_docs_retrieval() -> str:
             "side: fusion keeps the embeddings for questions worded otherwise.")
 
 
+DOCS_LOSS = (("trust_suite_docs_val_default_retrieval", "embeddings alone"),
+             ("trust_suite_docs_val_hybrid_retrieval", "embeddings and BM25 fused"))
+
+
+def render_docs_loss() -> str:
+    """The default model's loss table on the trust suite's validation docs part, by the store's retrieval."""
+    rows = ["| store searched by | answerable right | wrong kept | lost at retrieval | at judgement | at reading | "
+            "at support | gold chunk read | near misses abstained |", "|---|---|---|---|---|---|---|---|---|"]
+    runs = []
+    for name, label in DOCS_LOSS:
+        data = result(name)
+        a, nm = data["figures"]["loss"]["docs"]["answerable"], data["figures"]["loss"]["docs"]["near_miss"]
+        rows.append(f"| {label} | {a['right']}/{a['n']} | {a['wrong_kept']} | {a['retrieval']} | {a['judgement']} | "
+                    f"{a['reading']} | {a['support']} | {a['gold_read']} | {nm['abstained']}/{nm['n']} |")
+        runs.append(f"`{rel(RESULTS_DIR / (name + '.json'))}`")
+    return ("\n".join(rows) + f"\n\nThe default model at its shipped bars, {', '.join(runs)} (summaries of the "
+            "suite's records; measured on " + machine(result(DOCS_LOSS[0][0])) + ").")
+
+
 #: block name -> renderer
 BLOCKS: dict[str, Callable[[], str]] = {
     "retrieval_recall": render_retrieval_recall,
@@ -549,6 +568,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "chat_model_trust": render_chat_model_trust,
     "chat_model_bars": render_chat_model_bars,
     "docs_retrieval": render_docs_retrieval,
+    "docs_loss": render_docs_loss,
 }
 
 
@@ -557,7 +577,7 @@ def block_files() -> set[str]:
     return {*CRITIQUE_FILES, *THROUGHPUT_FILES, "retrieval_recall", "embeddings", "embeddings_ops", "index_scale",
             "trust_suite", DEFAULT_MODEL_TRUST[0], *family("project_docs"), *family("trust_compare_"), *family("backend_agreement"),
             *family("model_cost"), *family("format_reading"), *(name for name, _ in CHAT_MODEL_RUNS),
-            "chat_model_bars", *DOCS_RETRIEVAL}
+            "chat_model_bars", *DOCS_RETRIEVAL, *(name for name, _ in DOCS_LOSS)}
 
 
 def figure_spec(spec: str) -> str:
