@@ -39,7 +39,7 @@ import numpy as np
 from langchain_core.documents import Document
 
 from benchmarks.record import Run
-from benchmarks.trust_loss import holds_answer, question_type
+from benchmarks.trust_loss import gold_ranks, holds_answer, question_type
 from benchmarks.trust_suite import _kind_questions
 from langchain_selfrag.retrieval.fusion import reciprocal_rank_fusion
 from langchain_selfrag.retrieval import index_path, open_store
@@ -107,18 +107,17 @@ def dense_rankings(texts: Sequence[str], queries: Sequence[str], depth: int, emb
 
 
 def fused_rankings(a: Sequence[Sequence[int]], b: Sequence[Sequence[int]], depth: int) -> list[list[int]]:
-    """RRF of two rankings per query (the package's fusion, over stand-in documents keyed by index)."""
+    """RRF of two rankings per query (the package's fusion, over stand-in documents whose id is the index)."""
     def docs(r: Sequence[int]) -> list[Document]:
-        return [Document("", metadata={"id": i}) for i in r]
-    return [[d.metadata["id"] for d in reciprocal_rank_fusion([docs(x), docs(y)])][:depth] for x, y in zip(a, b)]
+        return [Document("", id=str(i)) for i in r]
+    return [[int(d.id) for d in reciprocal_rank_fusion([docs(x), docs(y)], key=lambda d: d.id)][:depth]
+            for x, y in zip(a, b)]
 
 
-def first_gold_rank(ranking: Sequence[int], chunks: Sequence[Document], q: Mapping[str, Any]) -> int | None:
-    """1-based rank of the first gold chunk in the ranking, None when none is in it."""
-    for rank, i in enumerate(ranking, start=1):
-        if holds_answer(str(chunks[i].metadata.get("source")), chunks[i].page_content, q):
-            return rank
-    return None
+def first_gold_rank(hits: Sequence[Document], q: Mapping[str, Any]) -> int | None:
+    """1-based rank of the first gold chunk among ``hits`` (the loss table's :func:`gold_ranks`), None when none is."""
+    ranks = gold_ranks([(str(d.metadata.get("source")), d.page_content) for d in hits], q)
+    return ranks[0] if ranks else None
 
 
 def recall(ranks: Sequence[int | None]) -> dict[str, float]:
@@ -140,8 +139,8 @@ def measure(docs: Mapping[str, str], questions: Sequence[Mapping[str, Any]], chu
                                                       for c in chunks) for q in questions)}
     types = sorted({question_type(q) for q in questions})
 
-    def scored(ranking: Sequence[Sequence[int]]) -> dict[str, Any]:
-        ranks = [first_gold_rank(r[:depth], chunks, q) for r, q in zip(ranking, questions)]
+    def scored(hits: Sequence[Sequence[Document]]) -> dict[str, Any]:
+        ranks = [first_gold_rank(h[:depth], q) for h, q in zip(hits, questions)]
         return {"all": recall(ranks), "ranks": ranks,
                 **{t: recall([r for r, q in zip(ranks, questions) if question_type(q) == t]) for t in types}}
 
@@ -152,13 +151,8 @@ def measure(docs: Mapping[str, str], questions: Sequence[Mapping[str, Any]], chu
         found[f"lexical/{form}"] = lexical_rankings(chunks, form, texts, depth * 3)
         found[f"fused/{form}"] = fused_rankings(found[f"dense/{form}"], found[f"lexical/{form}"], depth)
     found[MIXED] = fused_rankings(found["dense/chunk"], found["lexical/headed"], depth)
-    out.update({key: scored(ranking) for key, ranking in found.items()})
-    for key, hits in shipped_rankings(docs, texts, chunk_size, chunk_overlap, depth).items():
-        ranks = [next((n for n, d in enumerate(h, start=1) if holds_answer(str(d.metadata.get("source")),
-                                                                           d.page_content, q)), None)
-                 for h, q in zip(hits, questions)]
-        out[key] = {"all": recall(ranks), "ranks": ranks,
-                    **{t: recall([r for r, q in zip(ranks, questions) if question_type(q) == t]) for t in types}}
+    out.update({key: scored([[chunks[i] for i in r] for r in ranking]) for key, ranking in found.items()})
+    out.update({key: scored(hits) for key, hits in shipped_rankings(docs, texts, chunk_size, chunk_overlap, depth).items()})
     return out
 
 

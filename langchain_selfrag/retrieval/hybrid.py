@@ -94,9 +94,17 @@ class HybridStore(VectorStore):
         return self.dense.max_marginal_relevance_search(query, k=k, fetch_k=fetch_k, lambda_mult=lambda_mult, **kwargs)
 
     @classmethod
-    def from_texts(cls, texts: list[str], embedding: Embeddings, metadatas: list[dict] | None = None,
-                   **kwargs: Any) -> HybridStore:
-        raise NotImplementedError("open a hybrid store with langchain_selfrag.retrieval.open_store")
+    def from_texts(cls, texts: list[str], embedding: Embeddings, metadatas: list[dict] | None = None, *,
+                   ids: list[str] | None = None, collection_name: str = "selfrag", **kwargs: Any) -> HybridStore:
+        """A hybrid store in memory holding ``texts`` (Chroma's in-memory client and a lexical index in
+        memory), as ``Chroma.from_texts`` makes one; an on-disk store is made by ``index_path`` and
+        opened by ``open_store``."""
+        from langchain_chroma import Chroma
+
+        store = cls(Chroma(collection_name=collection_name, embedding_function=embedding, **kwargs),
+                    LexicalIndex(":memory:", collection_name))
+        store.add_texts(texts, metadatas, ids=ids)
+        return store
 
 
 def refill_lexical(dense: VectorStore, lexical: LexicalIndex, *, batch: int = 1000) -> int:

@@ -14,6 +14,7 @@ from langchain_core.vectorstores import VectorStore
 
 from ..errors import EmptyStoreError, StoreError, StoreTimeoutError
 from .embeddings import default_embeddings
+from .hybrid import HybridStore, refill_lexical
 from .lexical import LEXICAL_FILE, LexicalIndex
 
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
@@ -146,8 +147,6 @@ def _with_lexical(dense: VectorStore, path: Path, collection: str) -> VectorStor
     """The hybrid store over ``dense`` and its lexical index at ``path`` (refilled from the collection
     when it holds another number of chunks); ``dense`` alone, with a warning, when the index cannot be
     opened or written (a read-only folder)."""
-    from .hybrid import HybridStore, refill_lexical
-
     try:
         index = LexicalIndex(path, collection)
         if index.count() != store_size(dense):

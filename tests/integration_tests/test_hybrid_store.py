@@ -85,3 +85,11 @@ def test_a_read_only_store_folder_is_searched_by_embeddings_alone(tmp_path: Path
         s = open_store(store, embeddings=DeterministicFakeEmbedding(size=16))
     assert not isinstance(s, HybridStore) and s.similarity_search("paragraph", k=1)
     assert any("searched by its embeddings alone" in str(w.message) for w in caught)
+
+
+def test_from_texts_makes_a_hybrid_store_in_memory() -> None:
+    store = HybridStore.from_texts(["The --frobnicate-depth option sets the depth.", "Paragraph one says little."],
+                                   DeterministicFakeEmbedding(size=16), [{"file": "cli.md"}, {"file": "f0.md"}],
+                                   ids=["a", "b"], collection_name="from-texts")
+    assert in_step(store.dense, store.lexical) and store.lexical.ids() == {"a", "b"}
+    assert store.similarity_search("frobnicate depth", k=1)[0].id == "a"

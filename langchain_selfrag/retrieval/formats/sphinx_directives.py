@@ -132,10 +132,13 @@ def _registry() -> dict[str, type[Directive]]:
     return table
 
 
+_REGISTRY = _registry()
+
+
 @contextmanager
 def sphinx_directives() -> Iterator[None]:
     """Sphinx's documentation directives known to docutils while the block runs (and only then)."""
-    added = {name: cls for name, cls in _registry().items() if name not in directives._directives}
+    added = {name: cls for name, cls in _REGISTRY.items() if name not in directives._directives}
     directives._directives.update(added)
     try:
         yield
