@@ -529,20 +529,23 @@ def render_docs_retrieval() -> str:
             "side: fusion keeps the embeddings for questions worded otherwise.")
 
 
-DOCS_LOSS = (("trust_suite_docs_val_default_retrieval", "embeddings alone"),
-             ("trust_suite_docs_val_hybrid_retrieval", "embeddings and BM25 fused"))
+DOCS_LOSS = (("trust_suite_docs_val_default_retrieval", "validation", "embeddings alone"),
+             ("trust_suite_docs_val_hybrid_retrieval", "validation", "embeddings and BM25 fused"),
+             ("trust_suite_docs_val_requoted", "validation", "fused, and answers quoted as now"),
+             ("trust_suite_docs_test_hybrid_retrieval", "test", "embeddings and BM25 fused"),
+             ("trust_suite_docs_test_requoted", "test", "fused, and answers quoted as now"))
 
 
 def render_docs_loss() -> str:
-    """The default model's loss table on the trust suite's validation docs part, by the store's retrieval."""
-    rows = ["| store searched by | answerable right | wrong kept | lost at retrieval | at judgement | at reading | "
-            "at support | gold chunk read | near misses abstained |", "|---|---|---|---|---|---|---|---|---|"]
+    """The default model's loss table on the trust suite's docs parts, by the store's retrieval and answer form."""
+    rows = ["| part | store searched by, answers | answerable right | wrong kept | lost at retrieval | at judgement | "
+            "at reading | at support | gold chunk read | near misses abstained |", "|---|---|---|---|---|---|---|---|---|---|"]
     runs = []
-    for name, label in DOCS_LOSS:
+    for name, part, label in DOCS_LOSS:
         data = result(name)
         a, nm = data["figures"]["loss"]["docs"]["answerable"], data["figures"]["loss"]["docs"]["near_miss"]
-        rows.append(f"| {label} | {a['right']}/{a['n']} | {a['wrong_kept']} | {a['retrieval']} | {a['judgement']} | "
-                    f"{a['reading']} | {a['support']} | {a['gold_read']} | {nm['abstained']}/{nm['n']} |")
+        rows.append(f"| {part} | {label} | {a['right']}/{a['n']} | {a['wrong_kept']} | {a['retrieval']} | "
+                    f"{a['judgement']} | {a['reading']} | {a['support']} | {a['gold_read']} | {nm['abstained']}/{nm['n']} |")
         runs.append(f"`{rel(RESULTS_DIR / (name + '.json'))}`")
     return ("\n".join(rows) + f"\n\nThe default model at its shipped bars, {', '.join(runs)} (summaries of the "
             "suite's records; measured on " + machine(result(DOCS_LOSS[0][0])) + ").")
@@ -577,7 +580,7 @@ def block_files() -> set[str]:
     return {*CRITIQUE_FILES, *THROUGHPUT_FILES, "retrieval_recall", "embeddings", "embeddings_ops", "index_scale",
             "trust_suite", DEFAULT_MODEL_TRUST[0], *family("project_docs"), *family("trust_compare_"), *family("backend_agreement"),
             *family("model_cost"), *family("format_reading"), *(name for name, _ in CHAT_MODEL_RUNS),
-            "chat_model_bars", *DOCS_RETRIEVAL, *(name for name, _ in DOCS_LOSS)}
+            "chat_model_bars", *DOCS_RETRIEVAL, *(name for name, _, _ in DOCS_LOSS)}
 
 
 def figure_spec(spec: str) -> str:

@@ -46,7 +46,7 @@ the run back; an answer the new bars let through is taken to cite its passage, a
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from langchain_selfrag.config import SelfRAGConfig
@@ -160,6 +160,31 @@ def reindexed_ranks(r: Mapping[str, Any], hits: Sequence[tuple[str | None, str]]
         return None
     n_read = 1 + max((t["passage"] for t in read), default=-1)
     return rank_fields(hits[:n_read], hits, r)
+
+
+def _quoted_by_the_run(t: Mapping[str, Any]) -> bool:
+    """The chain quoted this entry's answer, or would have had a sentence held it: an answer was written and
+    its passage judged relevant (p([Relevant]) above one half, as ``citations.cites`` reads it)."""
+    return bool(str(t.get("text") or "").strip()) and (t.get("answer") != t.get("text") or (t.get("isrel") or 0) > 0.5)
+
+
+def requoted(r: Mapping[str, Any], hits: Sequence[tuple[str | None, str]],
+             quote: Callable[[str, str, str], str]) -> dict[str, Any] | None:
+    """The record had each quoted answer of its trace been ``quote(text, passage, question)`` (the answer form
+    as the package gives it now), the passages from a fresh search (``hits``, as for :func:`reindexed_ranks`);
+    None when that search does not give a quoted entry's passage at its place. Bars, choice and citations stay
+    the run's."""
+    quoted = [i for i, t in enumerate(r["trace"]) if isinstance(t.get("passage"), int) and _quoted_by_the_run(t)]
+    if any(r["trace"][i]["passage"] >= len(hits) or not _same_passage(r["trace"][i], hits[r["trace"][i]["passage"]])
+           for i in quoted):
+        return None
+    trace = [{**t, "answer": quote(str(t["text"]), hits[t["passage"]][1], r["question"])} if i in quoted else dict(t)
+             for i, t in enumerate(r["trace"])]
+    out = {**r, "trace": trace}
+    chosen = chosen_candidate(out)
+    if not r["abstained"] and chosen is not None:
+        out["answer"] = A.entry_answer(chosen)
+    return out
 
 
 # --- buckets --------------------------------------------------------------------------------------------

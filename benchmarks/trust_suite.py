@@ -60,7 +60,7 @@ import random
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -73,6 +73,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 
 from langchain_selfrag.abstention import AbstentionCalibration, calibrated_config
+from langchain_selfrag.answer_sentence import quoted_answer
 from langchain_selfrag.config import ANSWER_FORMS, SelfRAGConfig
 from langchain_selfrag.config_flags import add_chat_model_flags, add_removed_flags
 from langchain_selfrag.evaluation.common.selective import (
@@ -97,6 +98,7 @@ from benchmarks.trust_loss import (
     question_type,
     rank_fields,
     reindexed_ranks,
+    requoted,
     replay_misses,
     rescored,
     would_be_answer,
@@ -541,29 +543,50 @@ def with_run_settings(records: Sequence[Mapping[str, Any]], run: Mapping[str, An
     return [{**settings, **r} for r in records]
 
 
-def reindex_ranks(records: Sequence[Mapping[str, Any]], run: Mapping[str, Any],
-                  data: Path | None) -> list[dict[str, Any]]:
-    """Gold ranks for answerable records written without them: each kind's documents indexed again as
-    the run indexed them (``run.json``'s chunking, the same embeddings), each question searched for the
-    top ``STORE_DEPTH``. A record whose trace this search does not reproduce (a passage read from
-    another file than the hit at its place) gets none and says so (``ranks_from``)."""
+def fresh_hits(records: Sequence[Mapping[str, Any]], todo: Sequence[int], run: Mapping[str, Any],
+               data: Path | None) -> Iterator[tuple[int, list[tuple[str | None, str]]]]:
+    """For each record of ``todo`` (indices): the top ``STORE_DEPTH`` ``(source, text)`` of its question, each
+    kind's documents indexed again as the run indexed them (``run.json``'s chunking, the same embeddings)."""
     from langchain_selfrag.retrieval import open_store
 
-    out = [dict(r) for r in records]
-    todo = [i for i, r in enumerate(out) if r["part"] == "answerable" and not has_ranks(r)]
-    for kind in in_kind_order({out[i]["kind"] for i in todo}):
-        split = next(out[i]["split"] for i in todo if out[i]["kind"] == kind)
+    for kind in in_kind_order({records[i]["kind"] for i in todo}):
+        split = next(records[i]["split"] for i in todo if records[i]["kind"] == kind)
         docs, _ = _kind_questions(kind, split, data, run.get("n_squad") or 0, run.get("seed") or 0, 0,
                                   run.get("squad_holdout_articles") or ())
         with tempfile.TemporaryDirectory() as tmp:
             options = index_options(run.get("chunk_size"), run.get("chunk_overlap"))
             store = open_store(index_folder(docs, Path(tmp), options))
-            for i in (i for i in todo if out[i]["kind"] == kind):
-                hits = store.similarity_search(out[i]["question"], k=STORE_DEPTH)
-                ranks = reindexed_ranks(out[i], [(source_of(d), d.page_content) for d in hits])
-                out[i].update({**ranks, "ranks_from": "reindex"} if ranks
-                              else {"ranks_from": "reindex did not reproduce the run"})
+            for i in (i for i in todo if records[i]["kind"] == kind):
+                hits = store.similarity_search(records[i]["question"], k=STORE_DEPTH)
+                yield i, [(source_of(d), d.page_content) for d in hits]
+
+
+def reindex_ranks(records: Sequence[Mapping[str, Any]], run: Mapping[str, Any],
+                  data: Path | None) -> list[dict[str, Any]]:
+    """Gold ranks for answerable records written without them, from :func:`fresh_hits`. A record whose trace
+    this search does not reproduce (a passage read from another file than the hit at its place) gets none
+    and says so (``ranks_from``)."""
+    out = [dict(r) for r in records]
+    todo = [i for i, r in enumerate(out) if r["part"] == "answerable" and not has_ranks(r)]
+    for i, hits in fresh_hits(out, todo, run, data):
+        ranks = reindexed_ranks(out[i], hits)
+        out[i].update({**ranks, "ranks_from": "reindex"} if ranks
+                      else {"ranks_from": "reindex did not reproduce the run"})
     return out
+
+
+def requote_answers(records: Sequence[Mapping[str, Any]], run: Mapping[str, Any],
+                    data: Path | None) -> tuple[list[dict[str, Any]], int]:
+    """The records had their answers been quoted as ``answer_form="sentence"`` quotes them now
+    (:func:`~benchmarks.trust_loss.requoted`, the passages from :func:`fresh_hits`), and how many records that
+    search did not reproduce (left as they were)."""
+    out = [dict(r) for r in records]
+    missed = 0
+    for i, hits in fresh_hits(out, range(len(out)), run, data):
+        again = requoted(out[i], hits, quoted_answer)
+        missed += again is None
+        out[i] = again or out[i]
+    return out, missed
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
@@ -604,6 +627,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--reindex-ranks", action="store_true",
                     help="records written without gold ranks get them from each kind's documents indexed again "
                     "as the run did (the loss table's retrieval columns; benchmarks/trust_loss.py)")
+    ap.add_argument("--requote", action="store_true",
+                    help="with --summarize-only: quote each answer again as answer_form='sentence' quotes it now, "
+                    "from each kind's documents indexed and searched again as the run did (no model)")
     ap.add_argument("--rescore-bars", type=bar_pair, metavar="ISREL,ISSUP",
                     help="the summary and loss table had the runs used these abstention bars, re-scored from the "
                     "records without the model; written to OUT/summary-at-ISREL-ISSUP.json")
@@ -653,6 +679,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     scored = with_run_settings(records, run)
     if args.reindex_ranks:
         scored = reindex_ranks(scored, run, Path(args.data) if args.data else None)
+    if args.requote:
+        if run.get("answer_form") != "sentence":
+            raise SystemExit(f"--requote re-quotes sentence answers; this run's answer form is {run.get('answer_form')!r}")
+        scored, unreproduced = requote_answers(scored, run, Path(args.data) if args.data else None)
+        print(f"answers quoted again as the package quotes them now; searches that did not reproduce the run: "
+              f"{unreproduced} of {len(scored)}")
     suffix = ""
     if args.rescore_bars:
         misses = replay_misses(scored)

@@ -91,12 +91,14 @@ def describe(model: Any) -> str:
 
 
 def server_of(model: Any) -> str | None:
-    """The server a chat model talks to (``openai_api_base`` / ``base_url``), None when it does not say."""
+    """The server a chat model talks to (``openai_api_base`` / ``base_url``, else the URL its client resolved:
+    ``ChatOpenAI`` built without one reads ``$OPENAI_BASE_URL``), None when it does not say."""
     for attr in ("openai_api_base", "base_url", "api_base", "endpoint"):
         value = getattr(model, attr, None)
         if isinstance(value, str) and value:
             return value
-    return None
+    resolved = getattr(getattr(model, "root_client", None), "base_url", None)
+    return str(resolved) if resolved else None
 
 
 def _compatible_server(model: Any) -> bool:

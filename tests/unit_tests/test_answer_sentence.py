@@ -61,6 +61,18 @@ def test_sentence_with_matches_whole_words_and_prefers_the_sentence_the_question
     assert quoted_answer("GPL", README_LIKE) == "GPL" and quoted_answer("MIT", None) == "MIT"
 
 
+def test_a_sentence_that_holds_most_of_the_answers_words_in_another_form_is_quoted() -> None:
+    changelog = ("If you had a spec broken by this, you can quick-fix it without downgrading by setting "
+                 "`glom.core.PATH_STAR = False`. Paths are now split on stars.")
+    assert sentence_with("set glom.core.PATH_STAR = False", changelog).startswith("If you had a spec broken")
+    assert sentence_with("--target-file TARGET_FILE", "Save it to a file and use ``--target-file`` to do it. "
+                         "Then run it.") == "Save it to a file and use ``--target-file`` to do it."
+    # too few of its words, one word alone, or only empty words: nothing is quoted
+    assert sentence_with("downgrade the brass pipeline", changelog) is None
+    assert sentence_with("splitting", changelog) is None
+    assert sentence_with("no, true", changelog) is None
+
+
 def tamsin_lm(text: str = "Old Tamsin.") -> FakeReflectionLM:
     return FakeReflectionLM(retrieve=0.9, passages={"Old Tamsin": FakeSegment(text, isrel=0.97)},
                             default=FakeSegment("A guess.", isrel=0.05, issup="partial"))
@@ -81,9 +93,11 @@ def test_the_chain_quotes_the_sentence_that_holds_the_answer_and_keeps_the_gener
     # generated form, and the paper's preset: the model's own words
     assert generated["answer"] == "Old Tamsin."
     assert SelfRAGConfig.paper().answer_form == "generated"
-    # words the passage does not hold are given as generated
+    # the model's words in another order or form: the sentence that holds them; words it does not hold: as generated
     paraphrase = SelfRAGChain(tamsin_lm("Old Tamsin, a bell."), bm25(), SelfRAGConfig(answer_form="sentence"))
-    assert paraphrase.invoke(question)["answer"] == "Old Tamsin, a bell."
+    assert paraphrase.invoke(question)["answer"] == TAMSIN
+    invented = SelfRAGChain(tamsin_lm("A brass bell."), bm25(), SelfRAGConfig(answer_form="sentence"))
+    assert invented.invoke(question)["answer"] == "A brass bell."
     # an abstained run's would-be answer is the sentence too (what the calibration judges)
     strict = SelfRAGChain(tamsin_lm(), bm25(), SelfRAGConfig(answer_form="sentence", abstain_isrel=0.99))
     held = strict.invoke(question)

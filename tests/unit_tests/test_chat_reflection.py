@@ -251,13 +251,20 @@ def test_each_question_of_a_merged_call_gets_its_answer():
     assert all(not out["abstained"] and "Zubrowka" in out["answer"] for out in outs)
 
 
-@pytest.mark.parametrize("base_url, sent", [("http://127.0.0.1:8080/v1", True), (None, False)],
-                         ids=["compatible-server", "openai-api"])
-def test_a_compatible_server_gets_max_tokens_beside_chatopenais_max_completion_tokens(base_url, sent):
+@pytest.mark.parametrize("base_url, env_url, sent", [("http://127.0.0.1:8080/v1", None, True), (None, None, False),
+                                                     (None, "http://127.0.0.1:8080/v1", True)],
+                         ids=["compatible-server", "openai-api", "server-in-the-environment"])
+def test_a_compatible_server_gets_max_tokens_beside_chatopenais_max_completion_tokens(base_url, env_url, sent,
+                                                                                     monkeypatch):
     """llama-cpp-python's server ignores max_completion_tokens (ChatOpenAI's name for the limit): a one-token
-    question must say max_tokens too, or it is answered at full length. OpenAI's own API gets its own name only."""
+    question must say max_tokens too, or it is answered at full length. OpenAI's own API gets its own name only.
+    The server may come from ``$OPENAI_BASE_URL`` (docs/chat-models.md's quickstart) as well as ``base_url``."""
     openai = pytest.importorskip("langchain_openai")
     from langchain_selfrag.lm.transports import LangChainTransport
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    if env_url:
+        monkeypatch.setenv("OPENAI_BASE_URL", env_url)
 
     chat = openai.ChatOpenAI(model="qwen", base_url=base_url, api_key="none", extra_body={"ttl": 300})
     options = LangChainTransport(chat)._options(question=True, max_tokens=1, temperature=0.0)

@@ -17,9 +17,11 @@ from benchmarks.trust_loss import (
     rank_fields,
     reindexed_ranks,
     replay_misses,
+    requoted,
     rescored,
 )
 from benchmarks.trust_suite import PARTS, main, record, summarize, with_run_settings
+from langchain_selfrag.answer_sentence import quoted_answer
 from langchain_selfrag.graph import ABSTAIN_ANSWER
 
 BARS = {"abstain_isrel": 0.7, "abstain_issup": 0.25}
@@ -136,6 +138,21 @@ def test_reindexed_ranks_only_when_the_search_reproduces_what_the_run_read() -> 
     rechunked = {**quoted, "answer": "It needs Python 3.9 or later."}  # that passage is not the hit's chunk
     assert reindexed_ranks({**r, "trace": [r["trace"][0], rechunked]}, hits) is None
     assert reindexed_ranks(CLOSED_BOOK, hits)["gold_ranks_read"] == []  # read nothing
+
+
+def test_requoting_quotes_each_judged_answer_from_the_passage_a_fresh_search_gives() -> None:
+    hits = [("fastcsv.md", "Install it with pip. The reader needs Python 3.9 or later."), ("other.md", "Unrelated.")]
+    given = {**RIGHT, "trace": [{**cand(0, "needs Python 3.9", chosen=True)}, cand(1, "", isrel=0.1, source="other.md")],
+             "answer": "needs Python 3.9"}
+    again = requoted(given, hits, quoted_answer)
+    assert again["answer"] == "The reader needs Python 3.9 or later." == again["trace"][0]["answer"]
+    assert again["trace"][0]["text"] == "needs Python 3.9" and again["trace"][1] == given["trace"][1]
+    assert (again["abstained"], again["cited"]) == (given["abstained"], given["cited"])  # choice and bars: the run's
+    held = {**given, "abstained": True, "answer": ABSTAIN_ANSWER}  # an abstention keeps its answer, its trace is quoted
+    assert requoted(held, hits, quoted_answer)["answer"] == ABSTAIN_ANSWER
+    unjudged = {**given, "trace": [cand(0, "needs Python 3.9", isrel=0.2, chosen=True)]}  # not cited: not quoted
+    assert requoted(unjudged, hits, quoted_answer)["trace"][0]["answer"] == "needs Python 3.9"
+    assert requoted(given, [("other.md", "Unrelated.")] * 2, quoted_answer) is None  # the search moved
 
 
 def test_rescoring_replays_the_bars_with_the_graphs_own_rule() -> None:
