@@ -150,13 +150,18 @@ def _same_passage(t: Mapping[str, Any], hit: tuple[str | None, str]) -> bool:
                                           or bool(match(hit[1], [quoted])))
 
 
+def _reproduced(entries: Sequence[Mapping[str, Any]], hits: Sequence[tuple[str | None, str]]) -> bool:
+    """Each trace entry's passage can be the hit at its place (:func:`_same_passage`)."""
+    return all(t["passage"] < len(hits) and _same_passage(t, hits[t["passage"]]) for t in entries)
+
+
 def reindexed_ranks(r: Mapping[str, Any], hits: Sequence[tuple[str | None, str]]) -> dict[str, Any] | None:
     """:func:`rank_fields` of a record from a fresh search of its question (``hits``: the top
     ``STORE_DEPTH`` of a store indexed as the run's was), or None when the search does not reproduce
     what the run read (:func:`_same_passage` fails for a passage of the trace and the hit at its place).
     The passages read are the hits up to the last passage the trace names (none without retrieval)."""
     read = [t for t in r["trace"] if isinstance(t.get("passage"), int)]
-    if any(t["passage"] >= len(hits) or not _same_passage(t, hits[t["passage"]]) for t in read):
+    if not _reproduced(read, hits):
         return None
     n_read = 1 + max((t["passage"] for t in read), default=-1)
     return rank_fields(hits[:n_read], hits, r)
@@ -175,8 +180,7 @@ def requoted(r: Mapping[str, Any], hits: Sequence[tuple[str | None, str]],
     None when that search does not give a quoted entry's passage at its place. Bars, choice and citations stay
     the run's."""
     quoted = [i for i, t in enumerate(r["trace"]) if isinstance(t.get("passage"), int) and _quoted_by_the_run(t)]
-    if any(r["trace"][i]["passage"] >= len(hits) or not _same_passage(r["trace"][i], hits[r["trace"][i]["passage"]])
-           for i in quoted):
+    if not _reproduced([r["trace"][i] for i in quoted], hits):
         return None
     trace = [{**t, "answer": quote(str(t["text"]), hits[t["passage"]][1], r["question"])} if i in quoted else dict(t)
              for i, t in enumerate(r["trace"])]

@@ -87,10 +87,9 @@ def _stem(word: str) -> str:
     return word
 
 
-def _share_held(span: Sequence[str], words: Sequence[str]) -> float:
-    """The share of the answer's words that say something (:data:`_EMPTY_WORDS` aside) that the sentence
-    holds, in any order and up to :func:`_stem`; 0 when the answer has fewer than two such words."""
-    said = {_stem(w) for w in span if w not in _EMPTY_WORDS}
+def _share_held(said: set[str], words: Sequence[str]) -> float:
+    """The share of ``said`` (the answer's words that say something, :data:`_EMPTY_WORDS` aside, each
+    :func:`_stem`-ed) that the sentence holds, in any order; 0 when there are fewer than two of them."""
     if len(said) < 2:
         return 0.0
     return len(said & {_stem(w) for w in words}) / len(said)
@@ -108,15 +107,17 @@ def sentence_with(answer: str, passage: str, question: str = "") -> str | None:
     if not span or set(span) <= _EMPTY_WORDS:
         return None
     asked = set(_words(question))
+    said = {_stem(w) for w in span if w not in _EMPTY_WORDS}
     best, best_key = None, (0, 0.0, -1)  # (2 held and longer / 1 held and as long / 0 a share held, share, asked)
     for sentence in passage_sentences(passage):
         words = _words(sentence)
         if len(words) > MAX_QUOTE_WORDS:
             continue
+        shared = len(asked & set(words))
         if _holds(words, span):
-            key = (2 if len(span) < len(words) else 1, 1.0, len(asked & set(words)))
+            key = (2 if len(span) < len(words) else 1, 1.0, shared)
         else:
-            key = (0, _share_held(span, words), len(asked & set(words)))
+            key = (0, _share_held(said, words), shared)
         if key > best_key:
             best, best_key = sentence, key
     tier, share, _ = best_key
