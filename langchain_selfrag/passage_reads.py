@@ -15,7 +15,7 @@ from langchain_core.documents import Document
 
 from .errors import InvalidInputError
 from .prompts import format_prompt, with_evidence
-from .retrieval import document_title
+from .retrieval import passage_heading
 
 __all__ = ["evidence_prompt", "read_ahead", "store_documents"]
 
@@ -25,7 +25,7 @@ PLACEHOLDER_QUESTION = "?"
 
 def evidence_prompt(doc: Document) -> str:
     """The Self-RAG evidence prompt that the graph gives the model for ``doc`` (its question aside)."""
-    return with_evidence(format_prompt(PLACEHOLDER_QUESTION), document_title(doc), doc.page_content)
+    return with_evidence(format_prompt(PLACEHOLDER_QUESTION), passage_heading(doc), doc.page_content)
 
 
 def store_documents(store: Any) -> list[Document]:

@@ -24,7 +24,7 @@ from .. import scoring as S
 from .. import tokens as T
 from ..passage_budget import EvidenceFitter, can_tokenize
 from ..prompts import build_instruction, format_prompt
-from ..retrieval import document_title
+from ..retrieval import passage_heading
 from .calibration import AGGREGATES, READS_ISREL, Calibration, aggregate
 from .claims import strip_citations
 
@@ -141,7 +141,7 @@ class IsSupScorer:
         """Per passage, the prompt up to ``</paragraph>`` (where the model writes its IsRel token)."""
         base = prompt if prompt is not None else format_prompt(build_instruction(question.strip()))
         _, fitter = self._fitter(claims)
-        return [fitter.prompt(base, document_title(d), d.page_content)[0] for d in evidence]
+        return [fitter.prompt(base, passage_heading(d), d.page_content)[0] for d in evidence]
 
     def prompts(self, claims: Sequence[str], *, question: str, evidence: Sequence[Document],
                 prompt: str | None = None) -> list[list[str]]:

@@ -30,6 +30,7 @@ from .loading import (
     document_title,
     iter_files,
     load_file,
+    passage_heading,
     scan_folder,
     split_documents,
 )
@@ -74,6 +75,7 @@ __all__ = [
     "load_file",
     "minilm_path",
     "open_store",
+    "passage_heading",
     "reciprocal_rank_fusion",
     "records_path",
     "scan_folder",

@@ -126,9 +126,17 @@ def chunk_id(doc: Document, file: str | None = None) -> str:
 
 
 def document_title(doc: Document) -> str:
-    """The title shown inside ``<paragraph>``: metadata ``title``, else the source file name."""
+    """The document's title: metadata ``title``, else the source file name."""
     title = doc.metadata.get("title")
     if title:
         return str(title)
     source = doc.metadata.get("source")
     return Path(str(source)).stem if source else ""
+
+
+def passage_heading(doc: Document) -> str:
+    """The title shown inside ``<paragraph>``: :func:`document_title`, then the chunk's section path when its
+    metadata has one (``Title > Section > Subsection``), so that the model reads where the passage stands."""
+    title = document_title(doc)
+    parts = [p.strip() for p in str(doc.metadata.get("section") or "").split(">")]
+    return " > ".join([title] * bool(title) + [p for p in parts if p and p != title])

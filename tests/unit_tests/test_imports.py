@@ -39,7 +39,7 @@ EXPECTED_ALL = {
         "MARKDOWN_SUFFIXES", "RECORDS_FILE", "RETRIEVER_THREADS", "SQLiteRecordManager", "SUPPORTED_SUFFIXES", "SyncPlan",
         "TEXT_SUFFIXES", "afetch_documents", "as_source", "chroma_http_client", "chroma_timeout", "chunk_id",
         "default_embeddings", "document_title", "fetch_documents", "format_plan", "format_skipped", "index_path",
-        "iter_files", "load_file", "minilm_path", "open_store", "reciprocal_rank_fusion", "records_path",
+        "iter_files", "load_file", "minilm_path", "open_store", "passage_heading", "reciprocal_rank_fusion", "records_path",
         "scan_folder", "split_documents", "store_size", "with_k",
     ],
     "langchain_selfrag.evaluation": [

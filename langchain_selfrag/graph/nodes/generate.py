@@ -18,7 +18,7 @@ from ...lm.scheduler import supported_options, unwrap
 from ...passage_budget import EvidenceFitter, FittedPassage
 from ...prompts import without_retrieval
 from ...scoring import isrel_score
-from ...retrieval import document_title
+from ...retrieval import passage_heading
 from ..context import SelfRAGContext
 from ..state import Beam, Candidate, SelfRAGState
 from .abstain import bars_set, closed_book_abstains
@@ -240,7 +240,7 @@ def generate(state: SelfRAGState, runtime: Runtime[SelfRAGContext]) -> dict[str,
             base = state["prompt"] + beam.get("prefix", "")
             for i in beam["evidence"]:
                 doc = passages[i]
-                prompt, fitted = fitter.prompt(base, document_title(doc), doc.page_content)
+                prompt, fitted = fitter.prompt(base, passage_heading(doc), doc.page_content)
                 evidence_jobs.append((beam, i, prompt, fitted))
                 if fitted is not None and fitted.truncated:
                     emit(runtime, "passage_truncated", depth=depth, beam=beam["id"], passage=i,

@@ -14,7 +14,7 @@ from langchain_core.documents import Document
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.runtime import Runtime, get_runtime
 
-from ...retrieval import afetch_documents, document_title, fetch_documents
+from ...retrieval import afetch_documents, fetch_documents, passage_heading
 from ...retrieval.rerank import rerank
 from ..context import SelfRAGContext
 from ..state import Beam, SelfRAGState
@@ -46,7 +46,7 @@ def _given_for(given: Sequence[Document], beam: Beam, query: str, k: int) -> lis
     the ``k`` that best match the segment query (BM25 over all of them, ties in the given order)."""
     if not beam.get("segments"):
         return list(given[:k])
-    texts = [f"{document_title(d)}\n{d.page_content}" for d in given]
+    texts = [f"{passage_heading(d)}\n{d.page_content}" for d in given]
     return [given[i] for i in rerank(query, texts, k)]
 
 
