@@ -532,8 +532,10 @@ def render_docs_retrieval() -> str:
 DOCS_LOSS = (("trust_suite_docs_val_default_retrieval", "validation", "embeddings alone"),
              ("trust_suite_docs_val_hybrid_retrieval", "validation", "embeddings and BM25 fused"),
              ("trust_suite_docs_val_requoted", "validation", "fused, and answers quoted as now"),
+             ("trust_suite_docs_val_headed", "validation", "as above, each passage read under its heading"),
              ("trust_suite_docs_test_hybrid_retrieval", "test", "embeddings and BM25 fused"),
-             ("trust_suite_docs_test_requoted", "test", "fused, and answers quoted as now"))
+             ("trust_suite_docs_test_requoted", "test", "fused, and answers quoted as now"),
+             ("trust_suite_docs_test_headed", "test", "as above, each passage read under its heading"))
 
 
 def render_docs_loss() -> str:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 from langchain_core.documents import Document
 
+from .loading import section_heading
+
 #: The lexical index's file inside an embedded store's folder.
 LEXICAL_FILE = "selfrag-lexical.sqlite3"
 
@@ -38,9 +40,7 @@ _WORD = re.compile(r"\w+")
 def headed_text(doc: Document) -> str:
     """The text a chunk is indexed by: ``Title > Section > Subsection`` on the first line (the parts
     the chunk's metadata has), then the chunk."""
-    title = str(doc.metadata.get("title") or "").strip()
-    parts = [p.strip() for p in str(doc.metadata.get("section") or "").split(">")]
-    head = " > ".join([title] * bool(title) + [p for p in parts if p and p != title])
+    head = section_heading(str(doc.metadata.get("title") or "").strip(), doc.metadata.get("section"))
     return f"{head}\n{doc.page_content}" if head else doc.page_content
 
 

@@ -134,9 +134,14 @@ def document_title(doc: Document) -> str:
     return Path(str(source)).stem if source else ""
 
 
+def section_heading(title: str, section: object) -> str:
+    """``Title > Section > Subsection``: ``title``, then the parts of the section path ``section`` (a chunk's
+    ``metadata["section"]``) other than the title."""
+    parts = [p.strip() for p in str(section or "").split(">")]
+    return " > ".join([title] * bool(title) + [p for p in parts if p and p != title])
+
+
 def passage_heading(doc: Document) -> str:
     """The title shown inside ``<paragraph>``: :func:`document_title`, then the chunk's section path when its
-    metadata has one (``Title > Section > Subsection``), so that the model reads where the passage stands."""
-    title = document_title(doc)
-    parts = [p.strip() for p in str(doc.metadata.get("section") or "").split(">")]
-    return " > ".join([title] * bool(title) + [p for p in parts if p and p != title])
+    metadata has one, so that the model reads where the passage stands."""
+    return section_heading(document_title(doc), doc.metadata.get("section"))

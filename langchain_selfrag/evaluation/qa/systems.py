@@ -22,6 +22,7 @@ from langchain_core.documents import Document
 from ... import tokens as T
 from ...passage_budget import EvidenceFitter
 from ...prompts import build_instruction, format_prompt, with_evidence
+from ...retrieval import passage_heading
 from .data import Example
 from .metrics import choose_option
 
@@ -87,12 +88,12 @@ def chain_input(example: Example, passages: list[Document] | None) -> dict[str, 
 
 
 def plain_rag_prompt(example: Example, passage: Document | None, fitter: EvidenceFitter | None = None) -> str:
-    """Self-RAG prompt for the example, with the passage appended as evidence when there is one
-    (cut to fit the model's context by ``fitter``, as Self-RAG cuts it)."""
+    """Self-RAG prompt for the example, with the passage appended as evidence under its heading when there is
+    one (cut to fit the model's context by ``fitter``), as the Self-RAG graph reads it."""
     prompt = format_prompt(build_instruction(example.question, example.instruction, example.options))
     if passage is None:
         return prompt
-    title = passage.metadata.get("title", "")
+    title = passage_heading(passage)
     if fitter is not None:
         return fitter.prompt(prompt, title, passage.page_content)[0]
     return with_evidence(prompt, title, passage.page_content)
