@@ -179,8 +179,8 @@ def requoted(r: Mapping[str, Any], hits: Sequence[tuple[str | None, str]],
     as the package gives it now), the passages from a fresh search (``hits``, as for :func:`reindexed_ranks`);
     None when that search does not give a quoted entry's passage at its place. Bars, choice and citations stay
     the run's."""
-    quoted = [i for i, t in enumerate(r["trace"]) if isinstance(t.get("passage"), int) and _quoted_by_the_run(t)]
-    if not _reproduced([r["trace"][i] for i in quoted], hits):
+    quoted = {i for i, t in enumerate(r["trace"]) if isinstance(t.get("passage"), int) and _quoted_by_the_run(t)}
+    if not _reproduced([r["trace"][i] for i in sorted(quoted)], hits):
         return None
     trace = [{**t, "answer": quote(str(t["text"]), hits[t["passage"]][1], r["question"])} if i in quoted else dict(t)
              for i, t in enumerate(r["trace"])]

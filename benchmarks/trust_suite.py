@@ -543,6 +543,10 @@ def with_run_settings(records: Sequence[Mapping[str, Any]], run: Mapping[str, An
     return [{**settings, **r} for r in records]
 
 
+#: Each record's fresh search (:func:`fresh_hits`), by the record's index.
+Hits = dict[int, list[tuple[str | None, str]]]
+
+
 def fresh_hits(records: Sequence[Mapping[str, Any]], todo: Sequence[int], run: Mapping[str, Any],
                data: Path | None) -> Iterator[tuple[int, list[tuple[str | None, str]]]]:
     """For each record of ``todo`` (indices): the top ``STORE_DEPTH`` ``(source, text)`` of its question, each
@@ -561,31 +565,33 @@ def fresh_hits(records: Sequence[Mapping[str, Any]], todo: Sequence[int], run: M
                 yield i, [(source_of(d), d.page_content) for d in hits]
 
 
-def reindex_ranks(records: Sequence[Mapping[str, Any]], run: Mapping[str, Any],
-                  data: Path | None) -> list[dict[str, Any]]:
-    """Gold ranks for answerable records written without them, from :func:`fresh_hits`. A record whose trace
-    this search does not reproduce (a passage read from another file than the hit at its place) gets none
-    and says so (``ranks_from``)."""
+def unranked(records: Sequence[Mapping[str, Any]]) -> list[int]:
+    """The answerable records written without gold ranks (what :func:`reindex_ranks` gives ranks to)."""
+    return [i for i, r in enumerate(records) if r["part"] == "answerable" and not has_ranks(r)]
+
+
+def reindex_ranks(records: Sequence[Mapping[str, Any]], hits: Hits) -> list[dict[str, Any]]:
+    """Gold ranks for the :func:`unranked` records, from their :func:`fresh_hits` (``hits``, by record index). A
+    record whose trace this search does not reproduce (a passage read from another file than the hit at its
+    place) gets none and says so (``ranks_from``)."""
     out = [dict(r) for r in records]
-    todo = [i for i, r in enumerate(out) if r["part"] == "answerable" and not has_ranks(r)]
-    for i, hits in fresh_hits(out, todo, run, data):
-        ranks = reindexed_ranks(out[i], hits)
+    for i in unranked(out):
+        ranks = reindexed_ranks(out[i], hits[i])
         out[i].update({**ranks, "ranks_from": "reindex"} if ranks
                       else {"ranks_from": "reindex did not reproduce the run"})
     return out
 
 
-def requote_answers(records: Sequence[Mapping[str, Any]], run: Mapping[str, Any],
-                    data: Path | None) -> tuple[list[dict[str, Any]], int]:
+def requote_answers(records: Sequence[Mapping[str, Any]], hits: Hits) -> tuple[list[dict[str, Any]], int]:
     """The records had their answers been quoted as ``answer_form="sentence"`` quotes them now
-    (:func:`~benchmarks.trust_loss.requoted`, the passages from :func:`fresh_hits`), and how many records that
-    search did not reproduce (left as they were)."""
+    (:func:`~benchmarks.trust_loss.requoted`, each record's passages from its :func:`fresh_hits` in ``hits``), and
+    how many records that search did not reproduce (left as they were)."""
     out = [dict(r) for r in records]
     missed = 0
-    for i, hits in fresh_hits(out, range(len(out)), run, data):
-        again = requoted(out[i], hits, quoted_answer)
+    for i, r in enumerate(out):
+        again = requoted(r, hits[i], quoted_answer)
         missed += again is None
-        out[i] = again or out[i]
+        out[i] = again or r
     return out, missed
 
 
@@ -677,12 +683,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     records = [r for r in read_records(records_file) if r["split"] == args.split and r["kind"] in kinds]
     run = json.loads((out / "run.json").read_text()) if (out / "run.json").is_file() else {}
     scored = with_run_settings(records, run)
+    if args.requote and run.get("answer_form") != "sentence":
+        raise SystemExit(f"--requote re-quotes sentence answers; this run's answer form is {run.get('answer_form')!r}")
+    searched = range(len(scored)) if args.requote else unranked(scored) if args.reindex_ranks else []
+    hits = dict(fresh_hits(scored, searched, run, Path(args.data) if args.data else None))  # each kind indexed once
     if args.reindex_ranks:
-        scored = reindex_ranks(scored, run, Path(args.data) if args.data else None)
+        scored = reindex_ranks(scored, hits)
     if args.requote:
-        if run.get("answer_form") != "sentence":
-            raise SystemExit(f"--requote re-quotes sentence answers; this run's answer form is {run.get('answer_form')!r}")
-        scored, unreproduced = requote_answers(scored, run, Path(args.data) if args.data else None)
+        scored, unreproduced = requote_answers(scored, hits)
         print(f"answers quoted again as the package quotes them now; searches that did not reproduce the run: "
               f"{unreproduced} of {len(scored)}")
     suffix = ""
