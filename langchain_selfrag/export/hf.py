@@ -11,6 +11,7 @@ Used by the bundled-model build and by the training recipes (``training.core.ada
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
 from pathlib import Path
@@ -44,9 +45,12 @@ def load_base(model: str | os.PathLike, *, dtype: Any = None):
             kwargs = {"gguf_file": path.name}
             tokenizer = AutoTokenizer.from_pretrained(str(path.parent), **kwargs)
             check_whole_words(tokenizer, path.name)
-            loaded = AutoModelForCausalLM.from_pretrained(str(path.parent), dtype=torch.float32, **kwargs)
-            check_no_tokens_beyond(tokenizer, loaded.get_input_embeddings().weight.shape[0], path.name)
+            # the file's metadata is parsed once for the config and handed to the model load, which would
+            # parse it again for its own (seconds for a vocabulary of 50k tokens, more for 150k)
             config = AutoConfig.from_pretrained(str(path.parent), **kwargs)
+            loaded = AutoModelForCausalLM.from_pretrained(str(path.parent), config=copy.deepcopy(config),
+                                                          dtype=torch.float32, **kwargs)
+            check_no_tokens_beyond(tokenizer, loaded.get_input_embeddings().weight.shape[0], path.name)
             for key in ("quantization_config", "_name_or_path"):
                 if hasattr(config, key):
                     try:
