@@ -541,16 +541,20 @@ DOCS_LOSS = (("trust_suite_docs_val_default_retrieval", "validation", "embedding
 def render_docs_loss() -> str:
     """The default model's loss table on the trust suite's docs parts, by the store's retrieval and answer form."""
     rows = ["| part | store searched by, answers | answerable right | wrong kept | lost at retrieval | at judgement | "
-            "at reading | at support | gold chunk read | near misses abstained |", "|---|---|---|---|---|---|---|---|---|---|"]
+            "at reading | at support | gold chunk read | near misses abstained | off-topic abstained |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     runs = []
     for name, part, label in DOCS_LOSS:
-        data = result(name)
-        a, nm = data["figures"]["loss"]["docs"]["answerable"], data["figures"]["loss"]["docs"]["near_miss"]
+        loss = result(name)["figures"]["loss"]["docs"]
+        a, nm, off = loss["answerable"], loss["near_miss"], loss.get("off_topic")
+        off_topic = f"{off['abstained']}/{off['n']}" if off else "–"
         rows.append(f"| {part} | {label} | {a['right']}/{a['n']} | {a['wrong_kept']} | {a['retrieval']} | "
-                    f"{a['judgement']} | {a['reading']} | {a['support']} | {a['gold_read']} | {nm['abstained']}/{nm['n']} |")
+                    f"{a['judgement']} | {a['reading']} | {a['support']} | {a['gold_read']} | {nm['abstained']}/{nm['n']} | "
+                    f"{off_topic} |")
         runs.append(f"`{rel(RESULTS_DIR / (name + '.json'))}`")
     return ("\n".join(rows) + f"\n\nThe default model at its shipped bars, {', '.join(runs)} (summaries of the "
-            "suite's records; measured on " + machine(result(DOCS_LOSS[0][0])) + ").")
+            "suite's records; –: the run asked no off-topic question; measured on "
+            + machine(result(DOCS_LOSS[0][0])) + ").")
 
 
 #: block name -> renderer
